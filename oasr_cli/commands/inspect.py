@@ -1,0 +1,47 @@
+"""oasr inspect PATH"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..options import JsonOpt
+from ..output import human_size, print_json
+
+
+def inspect(
+    path: Annotated[Path, typer.Argument(help="A native bundle, or a foreign checkpoint directory or file.", show_default=False)],
+    json_out: JsonOpt = False,
+) -> None:
+    """Show what a bundle holds, or what detection would pick for a foreign checkpoint and why."""
+    from oasr.inspection import inspect as run_inspect
+
+    info = run_inspect(path)
+    if json_out:
+        print_json(info)
+        return
+    if info["kind"] == "bundle":
+        prov = info["provenance"]
+        lines = [
+            f"bundle         {info['path']} (format {info['format_version']})",
+            f"architecture   {info['architecture']}",
+            f"parameters     {info['parameters'] / 1e6:.1f}M in {info['tensors']} tensors, {human_size(info['bytes'])}",
+            f"dtypes         {', '.join(f'{k} x{v}' for k, v in info['tensor_dtypes'].items())}",
+            f"capabilities   {', '.join(info['capabilities']) or 'none'}",
+            f"tokenizer      {info['tokenizer']['kind']} ({', '.join(info['tokenizer']['files']) or 'no assets'})",
+            f"source         {prov['source_format']}: {prov['source']}",
+        ]
+        lines += [f"  sha256       {sha}  {name}" for name, sha in prov["source_files"].items()]
+        lines.append(f"converted by   oasr {prov['oasr_version']}")
+        if info["quantization"]:
+            lines.append(f"quantization   {info['quantization']}")
+    else:
+        lines = [f"foreign        {info['path']}"]
+        if not info["claims"]:
+            lines.append("claims         none")
+        for c in info["claims"]:
+            lines.append(f"claim          {c['converter']} -> {c['architecture']} (specificity {c['specificity']}: {c['reason']})")
+        lines.append(f"picked         {info['picked']}" if info["picked"] else f"problem        {info['problem']}")
+    typer.echo("\n".join(lines))

@@ -1,0 +1,75 @@
+"""The one table from exceptions to a one-line message and an exit code."""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+
+import typer
+
+from oasr.errors import OasrError
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+# (exception class, exit code, message prefix); the first match wins.
+ERROR_TABLE: tuple[tuple[type[BaseException], int, str], ...] = (
+    (OasrError, EXIT_FAILURE, "error"),
+    (FileNotFoundError, EXIT_FAILURE, "error"),
+    (PermissionError, EXIT_FAILURE, "error"),
+    (IsADirectoryError, EXIT_FAILURE, "error"),
+    (OSError, EXIT_FAILURE, "error"),
+    (MemoryError, EXIT_FAILURE, "out of memory"),
+    (Exception, EXIT_FAILURE, "internal error"),
+)
+
+
+def debug_enabled() -> bool:
+    return os.environ.get("OASR_DEBUG", "") not in ("", "0")
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def report(exc: BaseException) -> int:
+    """Print ``exc`` as one line on stderr (a traceback first when OASR_DEBUG=1); return the exit code."""
+    if debug_enabled():
+        traceback.print_exception(exc, file=sys.stderr)
+    for cls, code, prefix in ERROR_TABLE:
+        if isinstance(exc, cls):
+            message = _one_line(str(exc)) or type(exc).__name__
+            if prefix == "internal error":
+                message = f"{type(exc).__name__}: {message} (rerun with OASR_DEBUG=1 for the traceback)"
+            print(f"oasr: {prefix}: {message}", file=sys.stderr)
+            return code
+    raise exc
+
+
+def run(command, args: list[str] | None, prog_name: str) -> int:
+    """Run the app's click command with oasr's exit codes: 0, 1 failure, 2 usage, 130 interrupted.
+
+    Typer carries its own copy of click, so its exceptions are reached through ``typer``.
+    """
+    try:
+        result = command.main(args=args, prog_name=prog_name, standalone_mode=False)
+        return result if isinstance(result, int) else EXIT_OK
+    except typer.Exit as e:
+        return e.exit_code
+    except (KeyboardInterrupt, typer.Abort):
+        print("oasr: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # A closed pipe downstream (`oasr ... | head`) is not an error of ours.
+        sys.stderr.close()
+        return EXIT_OK
+    except typer.TyperException as e:  # click's usage errors: they print themselves, exit 2
+        if hasattr(e, "show"):
+            e.show()
+            return getattr(e, "exit_code", EXIT_USAGE)
+        return report(e)
+    except Exception as e:
+        return report(e)

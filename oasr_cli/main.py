@@ -1,0 +1,64 @@
+"""Entry points: ``oasr`` (all commands) and ``oasr-convert`` (the convert command alone).
+
+Command modules import the runtime inside their bodies, so ``oasr --help`` never loads torch.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from oasr.version import __version__
+
+from .commands.convert import convert
+from .commands.inspect import inspect
+from .errors import run
+
+HELP = "Speech checkpoints from any ecosystem, one native bundle, one command line."
+
+app = typer.Typer(
+    name="oasr",
+    help=HELP,
+    no_args_is_help=True,
+    add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    pretty_exceptions_enable=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"oasr {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
+) -> None:
+    """Speech checkpoints from any ecosystem, one native bundle, one command line."""
+
+
+app.command(no_args_is_help=True)(convert)
+app.command()(inspect)
+
+convert_app = typer.Typer(
+    name="oasr-convert",
+    add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    pretty_exceptions_enable=False,
+)
+convert_app.command(no_args_is_help=True)(convert)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run(typer.main.get_command(app), argv, "oasr")
+
+
+def convert_main(argv: list[str] | None = None) -> int:
+    return run(typer.main.get_command(convert_app), argv, "oasr-convert")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,55 @@
+"""oasr: speech checkpoints from any ecosystem, one native bundle, one runtime.
+
+The public API is imported lazily so ``import oasr`` (and ``oasr --help``) does not load torch.
+"""
+
+from __future__ import annotations
+
+import logging
+from importlib import import_module
+
+from .errors import (
+    BundleError,
+    CapabilityError,
+    ConversionError,
+    DetectionError,
+    InputError,
+    LoadError,
+    OasrError,
+    UnsafeCheckpointError,
+)
+from .version import __version__
+
+logging.getLogger("oasr").addHandler(logging.NullHandler())
+
+_LAZY = {
+    "from_pretrained": "oasr.models",
+    "load_pretrained": "oasr.models",
+    "LoadedModel": "oasr.models",
+    "convert": "oasr.conversion",
+    "ConvertResult": "oasr.conversion",
+    "inspect": "oasr.inspection",
+}
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'oasr' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+__all__ = [
+    "__version__",
+    "OasrError",
+    "InputError",
+    "DetectionError",
+    "ConversionError",
+    "UnsafeCheckpointError",
+    "BundleError",
+    "LoadError",
+    "CapabilityError",
+    *_LAZY,
+]

@@ -1,0 +1,37 @@
+"""The one exception hierarchy of oasr.
+
+Every message is a single line a user can act on; the CLI prints it as is and maps the class
+to an exit code. Causes are chained (``raise ... from e``) so ``OASR_DEBUG=1`` shows them.
+"""
+
+
+class OasrError(Exception):
+    """Base class of every error oasr raises on purpose."""
+
+
+class InputError(OasrError):
+    """A path or file given by the user is missing, empty or unreadable."""
+
+
+class DetectionError(OasrError):
+    """No converter, or more than one equally specific converter, claims a source."""
+
+
+class ConversionError(OasrError):
+    """A source was recognised but cannot be turned into a complete model."""
+
+
+class UnsafeCheckpointError(ConversionError):
+    """A checkpoint holds pickled objects beyond tensors; they are never executed."""
+
+
+class BundleError(OasrError):
+    """A native bundle is malformed, truncated or of an unknown format version."""
+
+
+class LoadError(OasrError):
+    """Weights do not fill the model exactly (missing or unexpected tensors, wrong shapes)."""
+
+
+class CapabilityError(OasrError):
+    """A requested feature is not supported by the model."""

@@ -1,0 +1,58 @@
+"""What every architecture provides: a config dataclass and an nn.Module that knows its buffers."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, ClassVar, Mapping
+
+import torch
+from torch import nn
+
+from ..errors import BundleError
+
+
+@dataclasses.dataclass(frozen=True)
+class BaseModelConfig:
+    """Shape and topology of a model; plain JSON in ``oasr_config.json``."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]):
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise BundleError(f"model config has unknown field(s) for {cls.__name__}: {', '.join(unknown)}")
+        try:
+            return cls(**data)
+        except TypeError as e:
+            raise BundleError(f"model config for {cls.__name__} is incomplete: {e}") from e
+
+
+class OasrModel(nn.Module):
+    """Base of every runtime model.
+
+    ``computed_buffers`` names tensors the model rebuilds from its config: they are never
+    stored in a bundle, and a source that carries them must agree with the rebuilt values.
+    """
+
+    config_class: ClassVar[type[BaseModelConfig]]
+    computed_buffers: ClassVar[tuple[str, ...]] = ()
+    capabilities: ClassVar[frozenset[str]] = frozenset()
+
+    def __init__(self, config: BaseModelConfig):
+        super().__init__()
+        self.config = config
+
+    def computed_buffer_values(self) -> dict[str, torch.Tensor]:
+        """Fresh fp32 CPU values of every computed buffer."""
+        return {}
+
+    def expected_tensors(self) -> dict[str, tuple[torch.Size, torch.dtype]]:
+        """Every stored tensor: name -> (shape, dtype), computed buffers excluded."""
+        return {
+            name: (t.shape, t.dtype)
+            for name, t in self.state_dict(keep_vars=True).items()
+            if name not in self.computed_buffers
+        }

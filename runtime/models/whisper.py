@@ -1,0 +1,249 @@
+"""Whisper (Radford et al. 2022) in torch: one implementation for every source format.
+
+Tensor names follow openai-whisper's ``model_state_dict``, so its checkpoints map one to one and
+every other converter translates into the same names. Shapes: B batch, T time, C channels,
+H heads, D head size, V vocabulary.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .base import BaseModelConfig, OasrModel
+
+
+@dataclass(frozen=True)
+class WhisperConfig(BaseModelConfig):
+    n_mels: int
+    n_audio_ctx: int  # encoder positions after the stride-2 conv: 1500 for 30 s
+    n_audio_state: int
+    n_audio_head: int
+    n_audio_layer: int
+    n_vocab: int
+    n_text_ctx: int  # decoder positions: 448
+    n_text_state: int
+    n_text_head: int
+    n_text_layer: int
+
+
+def sinusoids(length: int, channels: int, max_timescale: float = 10000.0) -> Tensor:
+    """The encoder's fixed positional embedding, [length, channels] fp32."""
+    assert channels % 2 == 0
+    increment = math.log(max_timescale) / (channels // 2 - 1)
+    inv_timescales = torch.exp(-increment * torch.arange(channels // 2, dtype=torch.float32))
+    scaled_time = torch.arange(length, dtype=torch.float32)[:, None] * inv_timescales[None, :]
+    return torch.cat([torch.sin(scaled_time), torch.cos(scaled_time)], dim=1)
+
+
+class LayerNorm(nn.LayerNorm):
+    """Normalises in fp32 whatever the model dtype, returns the input dtype."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.layer_norm(
+            x.float(), self.normalized_shape, self.weight.float(), self.bias.float(), self.eps
+        ).type(x.dtype)
+
+
+@dataclass
+class WhisperKVCache:
+    """Keys and values per decoder block: self-attention grows, cross-attention is computed once.
+
+    Tensors are [B, H, T, D]. ``reorder`` follows beams that were kept.
+    """
+
+    self_kv: dict[int, tuple[Tensor, Tensor]] = field(default_factory=dict)
+    cross_kv: dict[int, tuple[Tensor, Tensor]] = field(default_factory=dict)
+
+    @property
+    def offset(self) -> int:
+        return self.self_kv[0][0].shape[2] if self.self_kv else 0
+
+    def reorder(self, index: Tensor) -> None:
+        self.self_kv = {i: (k[index], v[index]) for i, (k, v) in self.self_kv.items()}
+        self.cross_kv = {i: (k[index], v[index]) for i, (k, v) in self.cross_kv.items()}
+
+
+class MultiHeadAttention(nn.Module):
+    def __init__(self, n_state: int, n_head: int):
+        super().__init__()
+        self.n_head = n_head
+        self.query = nn.Linear(n_state, n_state)
+        self.key = nn.Linear(n_state, n_state, bias=False)
+        self.value = nn.Linear(n_state, n_state)
+        self.out = nn.Linear(n_state, n_state)
+
+    def _heads(self, x: Tensor) -> Tensor:
+        b, t, c = x.shape
+        return x.view(b, t, self.n_head, c // self.n_head).transpose(1, 2)
+
+    def project_kv(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        return self._heads(self.key(x)), self._heads(self.value(x))
+
+    def forward(self, x: Tensor, kv: tuple[Tensor, Tensor], causal_offset: int | None) -> Tensor:
+        """x [B, Tq, C] attends over kv ([B, H, Tk, D] each).
+
+        ``causal_offset`` is the absolute position of x's first row for self-attention (None for
+        cross-attention): query i sees keys up to causal_offset + i.
+        """
+        q = self._heads(self.query(x))
+        k, v = kv
+        mask = None
+        is_causal = False
+        tq, tk = q.shape[2], k.shape[2]
+        if causal_offset is not None and tq > 1:
+            if causal_offset == 0 and tq == tk:
+                is_causal = True
+            else:
+                rows = torch.arange(tq, device=x.device)[:, None] + causal_offset
+                mask = torch.arange(tk, device=x.device)[None, :] <= rows
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal)
+        return self.out(y.transpose(1, 2).flatten(2))
+
+
+class ResidualAttentionBlock(nn.Module):
+    def __init__(self, n_state: int, n_head: int, cross_attention: bool = False):
+        super().__init__()
+        self.attn = MultiHeadAttention(n_state, n_head)
+        self.attn_ln = LayerNorm(n_state)
+        self.cross_attn = MultiHeadAttention(n_state, n_head) if cross_attention else None
+        self.cross_attn_ln = LayerNorm(n_state) if cross_attention else None
+        self.mlp = nn.Sequential(nn.Linear(n_state, 4 * n_state), nn.GELU(), nn.Linear(4 * n_state, n_state))
+        self.mlp_ln = LayerNorm(n_state)
+
+    def forward(
+        self,
+        x: Tensor,
+        self_kv_past: tuple[Tensor, Tensor] | None = None,
+        causal_offset: int | None = None,
+        cross_kv: tuple[Tensor, Tensor] | None = None,
+    ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+        h = self.attn_ln(x)
+        k, v = self.attn.project_kv(h)
+        if self_kv_past is not None:
+            k = torch.cat([self_kv_past[0], k], dim=2)
+            v = torch.cat([self_kv_past[1], v], dim=2)
+        x = x + self.attn(h, (k, v), causal_offset)
+        if self.cross_attn is not None:
+            x = x + self.cross_attn(self.cross_attn_ln(x), cross_kv, None)
+        x = x + self.mlp(self.mlp_ln(x))
+        return x, (k, v)
+
+
+class AudioEncoder(nn.Module):
+    def __init__(self, n_mels: int, n_ctx: int, n_state: int, n_head: int, n_layer: int):
+        super().__init__()
+        self.conv1 = nn.Conv1d(n_mels, n_state, kernel_size=3, padding=1)
+        self.conv2 = nn.Conv1d(n_state, n_state, kernel_size=3, stride=2, padding=1)
+        self.register_buffer("positional_embedding", torch.empty(n_ctx, n_state))
+        self.blocks = nn.ModuleList([ResidualAttentionBlock(n_state, n_head) for _ in range(n_layer)])
+        self.ln_post = LayerNorm(n_state)
+
+    def forward(self, mel: Tensor) -> Tensor:
+        """mel [B, n_mels, 2 * T] -> audio features [B, T, C], T at most n_audio_ctx."""
+        x = F.gelu(self.conv1(mel))
+        x = F.gelu(self.conv2(x)).permute(0, 2, 1)
+        if x.shape[1] > self.positional_embedding.shape[0]:
+            raise ValueError(f"mel has {mel.shape[-1]} frames; this encoder takes at most {2 * self.positional_embedding.shape[0]}")
+        x = x + self.positional_embedding[: x.shape[1]].to(x.dtype)
+        for block in self.blocks:
+            x, _ = block(x)
+        return self.ln_post(x)
+
+
+class TextDecoder(nn.Module):
+    def __init__(self, n_vocab: int, n_ctx: int, n_state: int, n_head: int, n_layer: int):
+        super().__init__()
+        self.token_embedding = nn.Embedding(n_vocab, n_state)
+        self.positional_embedding = nn.Parameter(torch.empty(n_ctx, n_state))
+        self.blocks = nn.ModuleList(
+            [ResidualAttentionBlock(n_state, n_head, cross_attention=True) for _ in range(n_layer)]
+        )
+        self.ln = LayerNorm(n_state)
+
+    def forward(self, tokens: Tensor, audio_features: Tensor, cache: WhisperKVCache | None = None) -> Tensor:
+        """tokens [B, Tq] (only the new ones when a cache is given), audio [B, Ta, C] -> logits [B, Tq, V] fp32.
+
+        The output projection is the token embedding, transposed (tied, stored once).
+        """
+        offset = cache.offset if cache is not None else 0
+        x = self.token_embedding(tokens) + self.positional_embedding[offset : offset + tokens.shape[-1]]
+        x = x.to(audio_features.dtype)
+        for i, block in enumerate(self.blocks):
+            if cache is not None:
+                if i not in cache.cross_kv:
+                    cache.cross_kv[i] = block.cross_attn.project_kv(audio_features)
+                cross_kv = cache.cross_kv[i]
+            else:
+                cross_kv = block.cross_attn.project_kv(audio_features)
+            past = cache.self_kv.get(i) if cache is not None else None
+            x, kv = block(x, past, offset, cross_kv)
+            if cache is not None:
+                cache.self_kv[i] = kv
+        x = self.ln(x)
+        return (x @ self.token_embedding.weight.to(x.dtype).T).float()
+
+
+class Whisper(OasrModel):
+    config_class: ClassVar = WhisperConfig
+    computed_buffers: ClassVar = ("encoder.positional_embedding",)
+    capabilities: ClassVar = frozenset({"transcribe", "translate", "language_id", "timestamps"})
+
+    def __init__(self, config: WhisperConfig):
+        super().__init__(config)
+        c = config
+        self.encoder = AudioEncoder(c.n_mels, c.n_audio_ctx, c.n_audio_state, c.n_audio_head, c.n_audio_layer)
+        self.decoder = TextDecoder(c.n_vocab, c.n_text_ctx, c.n_text_state, c.n_text_head, c.n_text_layer)
+
+    def computed_buffer_values(self) -> dict[str, Tensor]:
+        c = self.config
+        return {"encoder.positional_embedding": sinusoids(c.n_audio_ctx, c.n_audio_state)}
+
+    def embed_audio(self, mel: Tensor) -> Tensor:
+        return self.encoder(mel)
+
+    def logits(self, tokens: Tensor, audio_features: Tensor, cache: WhisperKVCache | None = None) -> Tensor:
+        return self.decoder(tokens, audio_features, cache)
+
+    def forward(self, mel: Tensor, tokens: Tensor) -> Tensor:
+        return self.decoder(tokens, self.encoder(mel))
+
+
+def whisper_specs(
+    config: WhisperConfig,
+    tokenizer_files: dict,
+    *,
+    suppress_ids: list[int] | None = None,
+    suppress_ids_begin: list[int] | None = None,
+    alignment_heads: list[list[int]] | None = None,
+):
+    """TokenizerSpec, FeatureSpec and DecodingDefaults any Whisper source shares.
+
+    Ids come from the vocabulary when tokenizer assets exist; options the source does not
+    state are left out, and decoders fall back to openai-whisper's rules.
+    """
+    from ..specs import DecodingDefaults, FeatureSpec, TokenizerSpec
+
+    multilingual = config.n_vocab >= 51865
+    features = FeatureSpec(kind="whisper_logmel", sample_rate=16000, n_mels=config.n_mels, n_fft=400, hop_length=160)
+    options: dict = {}
+    if suppress_ids is not None:
+        options["suppress_ids"] = [int(i) for i in suppress_ids]
+    if suppress_ids_begin is not None:
+        options["suppress_ids_begin"] = [int(i) for i in suppress_ids_begin]
+    if alignment_heads:
+        options["alignment_heads"] = [[int(layer), int(head)] for layer, head in alignment_heads]
+    if not tokenizer_files:
+        tokenizer = TokenizerSpec(kind="none")
+        return tokenizer, features, DecodingDefaults(family="whisper_seq2seq", options=options)
+    tokenizer = TokenizerSpec(kind="whisper", files=tuple(sorted(tokenizer_files)), options={"multilingual": multilingual})
+    from ..tokenizers.whisper import WhisperTokenizer
+
+    tok = WhisperTokenizer.from_files(tokenizer_files, tokenizer)
+    decoding = DecodingDefaults(family="whisper_seq2seq", bos_id=tok.sot, eos_id=tok.eot, options=options)
+    return tokenizer, features, decoding

@@ -1,0 +1,172 @@
+"""Architectures, converters, and the one path from tensors to a loaded model.
+
+``check_weights`` does the accounting every load goes through (native or foreign), and
+``materialize_model`` builds the module on the meta device and assigns the tensors, so weights
+are never allocated twice.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from dataclasses import dataclass
+from importlib import import_module
+from importlib.metadata import entry_points
+from typing import Mapping
+
+import torch
+
+from .converter import CheckpointConverter
+from .errors import ConversionError, DetectionError, LoadError
+from .models.base import BaseModelConfig, OasrModel
+from .specs import LoadReport
+from .tensor_map import TensorTable, translate
+
+log = logging.getLogger("oasr")
+
+ENTRY_POINT_GROUP = "oasr.converters"
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    name: str
+    model_cls: type[OasrModel]
+    config_cls: type[BaseModelConfig]
+
+
+_MODELS: dict[str, ModelEntry | str] = {
+    # Built-ins are imported on first use so `import oasr` stays light.
+    "whisper": "oasr.models.whisper:Whisper",
+}
+
+
+def register_model(name: str, model_cls: type[OasrModel], config_cls: type[BaseModelConfig] | None = None) -> None:
+    _MODELS[name] = ModelEntry(name, model_cls, config_cls or model_cls.config_class)
+
+
+def model_entry(architecture: str) -> ModelEntry:
+    entry = _MODELS.get(architecture)
+    if entry is None:
+        raise DetectionError(f"unknown architecture {architecture!r}; known: {', '.join(sorted(_MODELS))}")
+    if isinstance(entry, str):
+        module, _, attr = entry.partition(":")
+        cls = getattr(import_module(module), attr)
+        entry = _MODELS[architecture] = ModelEntry(architecture, cls, cls.config_class)
+    return entry
+
+
+def architectures() -> list[str]:
+    return sorted(_MODELS)
+
+
+@functools.cache
+def converters() -> dict[str, type[CheckpointConverter]]:
+    """Every installed converter, by name, from the ``oasr.converters`` entry points."""
+    found: dict[str, type[CheckpointConverter]] = {}
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            cls = ep.load()
+        except Exception as e:  # a broken third-party plugin must not break the others
+            log.warning("converter plugin %s failed to load: %s", ep.name, e)
+            continue
+        if not (isinstance(cls, type) and issubclass(cls, CheckpointConverter)):
+            log.warning("converter plugin %s is not a CheckpointConverter; ignored", ep.name)
+            continue
+        found[cls.name] = cls
+    return found
+
+
+def meta_model(architecture: str, config: BaseModelConfig) -> OasrModel:
+    """The model with no storage: names, shapes and dtypes for free."""
+    entry = model_entry(architecture)
+    with torch.device("meta"):
+        return entry.model_cls(config)
+
+
+def check_weights(
+    model: OasrModel,
+    state_dict: Mapping[str, torch.Tensor],
+    table: TensorTable | None = None,
+    converter: type[CheckpointConverter] | None = None,
+) -> tuple[dict[str, torch.Tensor], LoadReport]:
+    """Translate source names and account for every tensor; raise unless the model is filled exactly.
+
+    Returns the model's stored tensors (computed buffers excluded) and the LoadReport.
+    """
+    tr = translate(state_dict, table)
+    report = LoadReport(mapped=tr.mapped, dropped=tr.unmatched)
+    expected_unused = converter.expected_unused_prefixes if converter else ()
+    hints = dict(converter.capability_drop_hints) if converter else {}
+
+    fired: list[str] = []
+    unknown: list[str] = []
+    for name in report.dropped:
+        if name.startswith(expected_unused):
+            continue
+        hint = next((h for prefix, h in hints.items() if name.startswith(prefix)), None)
+        if hint is not None:
+            if hint not in fired:
+                fired.append(hint)
+                log.warning("dropping %s: %s", name, hint)
+        else:
+            unknown.append(name)
+    if unknown:
+        raise LoadError(
+            f"{len(unknown)} source tensor(s) fit nothing in the {type(model).__name__} model "
+            f"(e.g. {', '.join(unknown[:3])}); refusing to drop weights silently"
+        )
+
+    tensors = dict(tr.tensors)
+    computed = model.computed_buffer_values()
+    for name in model.computed_buffers:
+        given = tensors.pop(name, None)
+        if given is not None and not torch.allclose(given.float(), computed[name], atol=2e-3, rtol=0):
+            raise LoadError(
+                f"{name} in the source differs from the values {type(model).__name__} computes; "
+                "this checkpoint is not a standard one"
+            )
+
+    expected = model.expected_tensors()
+    report.missing = sorted(set(expected) - set(tensors))
+    if report.missing:
+        detail = f" ({'; '.join(fired)})" if fired else ""
+        raise LoadError(
+            f"{len(report.missing)} model tensor(s) not filled by the source "
+            f"(e.g. {', '.join(report.missing[:3])}){detail}"
+        )
+    extra = sorted(set(tensors) - set(expected))
+    if extra:
+        raise LoadError(f"tensor(s) with no place in the model: {', '.join(extra[:3])}")
+    for name, (shape, _) in expected.items():
+        if tensors[name].shape != shape:
+            raise LoadError(f"{name}: the source has shape {tuple(tensors[name].shape)}, the model wants {tuple(shape)}")
+    return tensors, report
+
+
+def materialize_model(
+    architecture: str,
+    config: BaseModelConfig,
+    tensors: Mapping[str, torch.Tensor],
+    *,
+    device: torch.device,
+    dtype: torch.dtype,
+) -> OasrModel:
+    """Assign checked tensors to a meta-built model: cast on the host, then move to the device."""
+    model = meta_model(architecture, config)
+    full = {name: _cast(t, dtype) for name, t in tensors.items()}
+    full.update({name: t.to(dtype) for name, t in model.computed_buffer_values().items()})
+    model.load_state_dict(full, strict=True, assign=True)
+    model.requires_grad_(False)
+    return model.to(device).eval()
+
+
+def _cast(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    return t.to(dtype) if t.is_floating_point() else t
+
+
+def check_tensor_dtypes(tensors: Mapping[str, torch.Tensor]) -> str:
+    """The one floating dtype of a state dict, as a name ("float16")."""
+    kinds = {str(t.dtype).removeprefix("torch.") for t in tensors.values() if t.is_floating_point()}
+    if len(kinds) != 1:
+        raise ConversionError(f"expected one floating dtype in the weights, found {sorted(kinds) or 'none'}")
+    return kinds.pop()
