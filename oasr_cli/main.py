@@ -8,12 +8,19 @@ from __future__ import annotations
 import sys
 
 import typer
+from typer._completion_classes import completion_init
 
 from oasr.version import __version__
 
 from .commands.convert import convert
 from .commands.inspect import inspect
 from .errors import run
+
+# The apps are built with add_completion=False (no --install-completion options), and that also
+# skips Typer's registration of its shell-completion classes, so the _OASR_COMPLETE /
+# _OASR_CONVERT_COMPLETE hook would answer "Shell bash not supported". Register them here; the
+# scripts in completions/ (scripts/gen_cli_docs.py) rely on it.
+completion_init()
 
 HELP = "Speech checkpoints from any ecosystem, one native bundle, one command line."
 

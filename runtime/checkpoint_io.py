@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,9 @@ def load_torch_file(path: Path) -> Any:
     import torch
 
     try:
-        return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch's note on pickle protocols is noise; the refusal is ours
+            return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except pickle.UnpicklingError as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise UnsafeCheckpointError(
