@@ -10,31 +10,31 @@ from typing import Any
 from .errors import ConversionError, UnsafeCheckpointError
 
 
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
 def load_torch_file(path: Path) -> Any:
     """``torch.load`` restricted to tensors and plain containers, memory-mapped when possible."""
     import torch
 
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # torch's note on pickle protocols is noise; the refusal is ours
-            return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    except pickle.UnpicklingError as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise UnsafeCheckpointError(
-            f"{path} holds pickled objects beyond tensors; refusing to unpickle it ({first})"
-        ) from e
-    except RuntimeError as e:
-        if "zip archive" in str(e) or "mmap" in str(e):
-            # Legacy (non-zip) torch files cannot be memory-mapped; read them without mmap.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch's notes on pickle protocols are noise; the refusal is ours
+        try:
             try:
+                return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+            except RuntimeError as e:
+                if "zip" not in str(e) and "mmap" not in str(e):
+                    raise
+                # Legacy (non-zip) torch files cannot be memory-mapped; read them whole.
                 return torch.load(path, map_location="cpu", weights_only=True)
-            except pickle.UnpicklingError as e2:
-                raise UnsafeCheckpointError(f"{path} holds pickled objects beyond tensors; refusing to unpickle it") from e2
-            except Exception as e2:
-                raise ConversionError(f"{path} is not a readable torch checkpoint: {str(e2).splitlines()[0]}") from e2
-        raise ConversionError(f"{path} is not a readable torch checkpoint: {str(e).splitlines()[0]}") from e
-    except (EOFError, OSError, ValueError) as e:
-        raise ConversionError(f"{path} is not a readable torch checkpoint: {e}") from e
+        except pickle.UnpicklingError as e:
+            raise UnsafeCheckpointError(
+                f"{path} holds pickled objects beyond tensors; refusing to unpickle it ({_first_line(e)})"
+            ) from e
+        except (RuntimeError, EOFError, OSError, ValueError) as e:
+            raise ConversionError(f"{path} is not a readable torch checkpoint: {_first_line(e)}") from e
 
 
 def load_safetensors_file(path: Path) -> dict:
