@@ -290,7 +290,7 @@ def _param_entry(p: Param) -> str:
     return ".TP\n" + tag + "\n" + ("\n".join(body) if body else "")
 
 
-def render_man_page(nodes: list[Node], parents: dict[str, Node | None]) -> str:
+def render_man_page(nodes: list[Node], parents: dict[tuple[str, ...], Node | None]) -> str:
     """One page for ``nodes`` (one command; several when two programs run the same command)."""
     node = nodes[0]
     page = node.page
@@ -340,7 +340,7 @@ def render_man_page(nodes: list[Node], parents: dict[str, Node | None]) -> str:
         lines += [".TP", _bold(var), _escape(text)]
     see_also: list[str] = []
     for n in nodes:
-        parent = parents.get(n.page + "@" + " ".join(n.path))
+        parent = parents.get(n.path)
         if parent is not None:
             see_also.append(parent.page)
     see_also += [c.page for c in node.children]
@@ -363,11 +363,11 @@ def man_pages(trees: list[Node] | None = None) -> dict[str, str]:
     """
     trees = program_trees() if trees is None else trees
     by_page: dict[str, list[Node]] = {}
-    parents: dict[str, Node | None] = {}
+    parents: dict[tuple[str, ...], Node | None] = {}
 
     def visit(node: Node, parent: Node | None) -> None:
         by_page.setdefault(node.page, []).append(node)
-        parents[node.page + "@" + " ".join(node.path)] = parent
+        parents[node.path] = parent
         for child in node.children:
             visit(child, node)
 

@@ -31,8 +31,8 @@ def load_torch_file(path: Path) -> Any:
                 # Legacy (non-zip) torch files cannot be memory-mapped; read them whole.
                 return torch.load(path, map_location="cpu", weights_only=True)
         except pickle.UnpicklingError as e:
-            found = re.search(r"Unsupported (?:global: GLOBAL|operand) ?(\S+)", str(e))
-            what = f" (it references {found.group(1).rstrip('.,')})" if found else ""
+            found = re.search(r"WeightsUnpickler error:\s*([^\n.]+)", str(e))
+            what = f" ({found.group(1).strip()})" if found else ""
             raise UnsafeCheckpointError(f"{path} holds pickled objects beyond tensors; refusing to unpickle it{what}") from e
         except (RuntimeError, EOFError, OSError, ValueError) as e:
             raise ConversionError(f"{path} is not a readable torch checkpoint: {_first_line(e)}") from e

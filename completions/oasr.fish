@@ -1,0 +1,1 @@
+complete --command oasr --no-files --arguments "(env _OASR_COMPLETE=complete_fish _TYPER_COMPLETE_FISH_ACTION=get-args _TYPER_COMPLETE_ARGS=(commandline -cp) oasr)" --condition "env _OASR_COMPLETE=complete_fish _TYPER_COMPLETE_FISH_ACTION=is-args _TYPER_COMPLETE_ARGS=(commandline -cp) oasr"
