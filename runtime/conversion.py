@@ -119,7 +119,7 @@ def convert_one(
 
     converted = converter.convert(hashes)
     model = meta_model(converted.architecture, converted.model_config)
-    tensors, report = check_weights(model, converted.state_dict, converter_cls.tensor_table, converter_cls)
+    tensors, report = check_weights(model, converted.state_dict, converter_cls)
     stored = check_tensor_dtypes(tensors)
     target = stored if dtype == "auto" else dtype
     if target != stored:

@@ -20,7 +20,7 @@ from .converter import CheckpointConverter
 from .errors import ConversionError, DetectionError, LoadError
 from .models.base import BaseModelConfig, OasrModel
 from .specs import LoadReport
-from .tensor_map import TensorTable, translate
+from .tensor_map import translate
 
 log = logging.getLogger("oasr")
 
@@ -86,14 +86,14 @@ def meta_model(architecture: str, config: BaseModelConfig) -> OasrModel:
 def check_weights(
     model: OasrModel,
     state_dict: Mapping[str, torch.Tensor],
-    table: TensorTable | None = None,
     converter: type[CheckpointConverter] | None = None,
 ) -> tuple[dict[str, torch.Tensor], LoadReport]:
     """Translate source names and account for every tensor; raise unless the model is filled exactly.
 
-    Returns the model's stored tensors (computed buffers excluded) and the LoadReport.
+    Without a converter the names are the model's own (a native bundle). Returns the model's
+    stored tensors (computed buffers excluded) and the LoadReport.
     """
-    tr = translate(state_dict, table)
+    tr = translate(state_dict, converter.tensor_table if converter else None)
     report = LoadReport(mapped=tr.mapped, dropped=tr.unmatched)
     expected_unused = converter.expected_unused_prefixes if converter else ()
     hints = dict(converter.capability_drop_hints) if converter else {}

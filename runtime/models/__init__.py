@@ -112,9 +112,7 @@ def load_pretrained(
         for note in converted.notes:
             log.warning("%s", note)
         arch, config = converted.architecture, converted.model_config
-        tensors, report = check_weights(
-            meta_model(arch, config), converted.state_dict, converter_cls.tensor_table, converter_cls
-        )
+        tensors, report = check_weights(meta_model(arch, config), converted.state_dict, converter_cls)
         tok_files = converted.tokenizer_files
         specs = (converted.tokenizer, converted.features, converted.decoding, converted.provenance, converted.aux)
     torch_dtype = resolve_dtype(dtype, target, check_tensor_dtypes(tensors))
