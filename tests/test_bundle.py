@@ -138,3 +138,11 @@ def test_missing_tokenizer_asset_is_refused(tiny_en_bundle, tmp_path):
     (copy / "tokenizer" / "tokenizer.json").unlink()
     with pytest.raises(BundleError, match="tokenizer asset"):
         oasr.load_pretrained(copy, device="cpu")
+
+
+def test_native_bundle_comes_before_an_explicit_architecture(tiny_bundle):
+    from oasr.errors import DetectionError
+
+    assert oasr.load_pretrained(tiny_bundle, architecture="whisper", device="cpu").architecture == "whisper"
+    with pytest.raises(DetectionError, match="native whisper bundle, not conformer"):
+        oasr.load_pretrained(tiny_bundle, architecture="conformer", device="cpu")

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from .. import bundle as _bundle
-from ..errors import InputError
+from ..errors import DetectionError, InputError
 from ..specs import DecodingDefaults, FeatureSpec, LoadReport, Provenance, TokenizerSpec
 from .base import BaseModelConfig, OasrModel
 
@@ -99,8 +99,10 @@ def load_pretrained(
 
     path = check_source(Path(id_or_path))
     target = resolve_device(device)
-    if _bundle.is_bundle(path) and architecture is None:
+    if _bundle.is_bundle(path):  # a native bundle comes first, whatever else is asked
         cfg = _bundle.read_config(path)
+        if architecture is not None and architecture != cfg.architecture:
+            raise DetectionError(f"{path} is a native {cfg.architecture} bundle, not {architecture}")
         entry = model_entry(cfg.architecture)
         config = entry.config_cls.from_dict(cfg.model)
         tensors, report = check_weights(meta_model(cfg.architecture, config), _bundle.read_tensors(path))
