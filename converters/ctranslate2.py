@@ -78,8 +78,9 @@ _SCALARS = tuple(
     f"{side}/{name}"
     for side in ("encoder", "decoder")
     for name in (
-        "num_heads", "activation", "alibi", "alignment_heads", "alignment_layer", "pre_norm",
-        "scale_embeddings", "start_from_zero_embedding", "multi_query_attention",
+        "num_heads", "activation", "alibi", "alibi_use_positive_positions", "scale_alibi",
+        "alignment_heads", "alignment_layer", "pre_norm", "scale_embeddings",
+        "start_from_zero_embedding", "multi_query_attention",
     )
 )
 
@@ -134,6 +135,7 @@ def _read_model_bin(path: Path) -> tuple[str, dict[str, torch.Tensor]]:
         t = torch.frombuffer(buf, dtype=dtype, count=numel, offset=pos) if numel else torch.empty(0, dtype=dtype)
         if pos % dtype.itemsize:
             t = t.clone()  # unaligned data is copied once rather than used in place
+            _release(buf, pos, nbytes)
         raw[name] = t.reshape(shape)
         pos += nbytes
     (n_alias,) = take("<I")
@@ -142,7 +144,24 @@ def _read_model_bin(path: Path) -> tuple[str, dict[str, torch.Tensor]]:
         if target not in raw:
             raise ConversionError(f"{path}: alias {alias} points to missing {target}")
         raw[alias] = raw[target]
+        if target + "_scale" in raw:  # a quantized alias shares its target's scale too
+            raw[alias + "_scale"] = raw[target + "_scale"]
     return spec, _dequantize(raw)
+
+
+def _release(buf: mmap.mmap, start: int, length: int) -> None:
+    """Let go of the mapped pages wholly inside ``[start, start + length)``, whose data was copied.
+
+    Nothing reads them again (the copy is used), so they need not count in the process's memory.
+    """
+    page = mmap.PAGESIZE
+    lo = -(-start // page) * page
+    hi = (start + length) // page * page
+    if hi > lo and hasattr(mmap, "MADV_DONTNEED"):
+        try:
+            buf.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
+        except OSError:
+            pass
 
 
 def _dequantize(raw: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

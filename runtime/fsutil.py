@@ -12,10 +12,13 @@ from typing import Iterator
 
 
 def sha256_file(path: Path, chunk: int = 1 << 22) -> str:
+    """Hex sha256 of a file, read through one reused buffer."""
     h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
+    buf = bytearray(chunk)
+    view = memoryview(buf)
+    with open(path, "rb", buffering=0) as f:
+        while n := f.readinto(buf):
+            h.update(view[:n])
     return h.hexdigest()
 
 

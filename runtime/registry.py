@@ -7,14 +7,16 @@ are never allocated twice.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 from dataclasses import dataclass
 from importlib import import_module
 from importlib.metadata import entry_points
-from typing import Mapping
+from typing import Iterator, Mapping
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 from .converter import CheckpointConverter
 from .errors import ConversionError, DetectionError, LoadError
@@ -76,10 +78,57 @@ def converters() -> dict[str, type[CheckpointConverter]]:
     return found
 
 
+# Parameter initialisers: functions of torch.nn.init and the in-place fills they end in.
+_INIT_FUNCS = frozenset(
+    [getattr(torch.nn.init, n) for n in dir(torch.nn.init) if n.endswith("_") and not n.startswith("_")]
+    + [
+        getattr(torch.Tensor, n)
+        for n in ("normal_", "uniform_", "fill_", "zero_", "random_", "bernoulli_", "exponential_",
+                  "geometric_", "log_normal_", "cauchy_")
+    ]
+)
+
+
+class _SkipInitOnMeta(TorchFunctionMode):
+    """Initialising a meta tensor fills no storage, so skip it.
+
+    It is not free: torch routes some initialisers on meta (``normal_``, used by ``nn.Embedding``)
+    through decompositions whose first call imports ``torch._dynamo``, about a second per process.
+    Nothing else changes: shapes, dtypes and names, all a meta model is for, are set before.
+    """
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in _INIT_FUNCS:
+            target = args[0] if args else kwargs.get("tensor")
+            if isinstance(target, torch.Tensor) and target.is_meta:
+                return target
+        return func(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def torch_single_threaded() -> Iterator[None]:
+    """One torch intra-op thread inside the block, the previous count restored after.
+
+    For memory-bound host work (casts, copies, comparisons) a second thread gains little, while
+    torch's OpenMP workers spin at every barrier when another busy thread (ours, or another
+    process) holds a core: a 100 MB copy then takes several times as long. Results do not depend
+    on the thread count.
+    """
+    threads = torch.get_num_threads()
+    if threads > 1:
+        torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        if threads > 1:
+            torch.set_num_threads(threads)
+
+
 def meta_model(architecture: str, config: BaseModelConfig) -> OasrModel:
     """The model with no storage: names, shapes and dtypes for free."""
     entry = model_entry(architecture)
-    with torch.device("meta"):
+    with torch.device("meta"), _SkipInitOnMeta():
         return entry.model_cls(config)
 
 
@@ -117,10 +166,14 @@ def check_weights(
         )
 
     tensors = dict(tr.tensors)
-    computed = model.computed_buffer_values()
+    computed = None  # built only when the source carries a computed buffer (a bundle never does)
     for name in model.computed_buffers:
         given = tensors.pop(name, None)
-        if given is not None and not torch.allclose(given.float(), computed[name], atol=2e-3, rtol=0):
+        if given is None:
+            continue
+        if computed is None:
+            computed = model.computed_buffer_values()
+        if not torch.allclose(given.float(), computed[name], atol=2e-3, rtol=0):
             raise LoadError(
                 f"{name} in the source differs from the values {type(model).__name__} computes; "
                 "this checkpoint is not a standard one"
@@ -153,8 +206,9 @@ def materialize_model(
 ) -> OasrModel:
     """Assign checked tensors to a meta-built model: cast on the host, then move to the device."""
     model = meta_model(architecture, config)
-    full = {name: _cast(t, dtype) for name, t in tensors.items()}
-    full.update({name: t.to(dtype) for name, t in model.computed_buffer_values().items()})
+    with torch_single_threaded():
+        full = {name: _cast(t, dtype) for name, t in tensors.items()}
+        full.update({name: t.to(dtype) for name, t in model.computed_buffer_values().items()})
     model.load_state_dict(full, strict=True, assign=True)
     model.requires_grad_(False)
     return model.to(device).eval()

@@ -31,11 +31,18 @@ class TensorTable:
     _compiled: tuple = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
-        object.__setattr__(self, "_compiled", tuple((_compile(s), t) for s, t in self.rules.items()))
+        # Compiled on first lookup: every installed converter's table is built when the converters
+        # are imported, and compiling them all would cost tens of milliseconds per process.
+        object.__setattr__(self, "_compiled", None)
+
+    def _regexes(self) -> tuple:
+        if self._compiled is None:
+            object.__setattr__(self, "_compiled", tuple((_compile(s), t) for s, t in self.rules.items()))
+        return self._compiled
 
     def lookup(self, name: str) -> tuple[str | None, ...] | None:
         """Target names for a source name, or None when no rule matches."""
-        for regex, target in self._compiled:
+        for regex, target in self._regexes():
             m = regex.match(name)
             if m is None:
                 continue
@@ -70,12 +77,19 @@ def translate(state_dict: Mapping[str, Tensor], table: TensorTable | None) -> Tr
                 continue
             previous = out.tensors.get(target)
             if previous is not None:
-                if previous.shape != chunk.shape or not torch.equal(previous, chunk.to(previous.dtype)):
+                if previous.shape != chunk.shape or not _equal(previous, chunk.to(previous.dtype)):
                     raise ConversionError(f"{name} and another source tensor both fill {target} with different values")
                 continue
             out.tensors[target] = chunk
         out.mapped.append(name)
     return out
+
+
+def _equal(a: Tensor, b: Tensor) -> bool:
+    """``torch.equal``, answered at once when both are views of the same memory (an alias)."""
+    if a.dtype == b.dtype and a.shape == b.shape and a.stride() == b.stride() and a.data_ptr() == b.data_ptr():
+        return a.device == b.device
+    return torch.equal(a, b)
 
 
 def _split(name: str, tensor: Tensor, parts: int) -> tuple[Tensor, ...]:
