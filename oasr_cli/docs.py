@@ -50,6 +50,10 @@ EXIT_STATUS: tuple[tuple[int, str], ...] = (
 ENVIRONMENT: tuple[tuple[str, str], ...] = (
     ("OASR_DEBUG", "Set to 1 to print the full traceback before the one-line error message."),
     ("NO_COLOR", "When set (to anything), no colour and no progress bars; the same as when stderr is not a terminal."),
+    ("OASR_CACHE", "Where converted bundles and downloads are kept (default: the platform's user cache folder)."),
+    ("OASR_CATALOG", "Extra model registry files (YAML), separated like PATH, added to the built-in registry."),
+    ("HF_HUB_OFFLINE", "Set to 1 to never reach the Hugging Face hub; its local cache is still used."),
+    ("HF_HOME", "Where the Hugging Face cache lives (read through huggingface_hub)."),
 )
 
 
@@ -58,8 +62,10 @@ ENVIRONMENT: tuple[tuple[str, str], ...] = (
 
 
 def _escape(text: str) -> str:
-    """Escape text for roff: backslashes, hyphen-minus (so flags copy and paste), leading . and '."""
+    """Escape text for roff: backslashes, hyphen-minus (so flags copy and paste), leading . and ',
+    and non-ASCII characters as named Unicode escapes (groff warns on raw ones)."""
     text = text.replace("\\", "\\e").replace("-", "\\-")
+    text = "".join(c if ord(c) < 128 else f"\\[u{ord(c):04X}]" for c in text)
     return "\n".join(("\\&" + line) if line.startswith((".", "'")) else line for line in text.split("\n"))
 
 

@@ -14,6 +14,8 @@ from oasr.version import __version__
 
 from .commands.convert import convert
 from .commands.inspect import inspect
+from .commands.models import app as models_app
+from .commands.transcribe import transcribe
 from .errors import run
 
 # The apps are built with add_completion=False (no --install-completion options), and that also
@@ -49,6 +51,8 @@ def _root(
 
 app.command(no_args_is_help=True)(convert)
 app.command()(inspect)
+app.add_typer(models_app, name="models")
+app.command(no_args_is_help=True)(transcribe)
 
 convert_app = typer.Typer(
     name="oasr-convert",

@@ -39,3 +39,24 @@ QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Only errors on st
 VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Log decisions on stderr.")]
 OutputOpt = Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to FILE instead of stdout ('-' is stdout).", metavar="FILE")]
 FailFastOpt = Annotated[bool, typer.Option("--fail-fast", help="Stop at the first failed input instead of going on.")]
+ModelOpt = Annotated[
+    str,
+    typer.Option(
+        "--model",
+        "-m",
+        help="A native bundle, a checkpoint directory (converted on the fly), or a registry name (auto: the default model).",
+        metavar="MODEL",
+    ),
+]
+LanguageOpt = Annotated[
+    Optional[str],
+    typer.Option("--language", "-l", help="Language code of the speech (en, de, ...); auto or unset detects it.", metavar="CODE"),
+]
+AudioFilesOpt = Annotated[
+    Optional[list[str]],
+    typer.Option("--file", "-f", help="An audio file to process ('-' reads stdin); repeat for a batch.", metavar="AUDIO", show_default=False),
+]
+OutputDirOpt = Annotated[
+    Optional[Path],
+    typer.Option("--output-dir", help="Write one file per input and format into DIR (created if missing).", metavar="DIR"),
+]

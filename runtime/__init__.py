@@ -29,6 +29,11 @@ _LAZY = {
     "convert": "oasr.conversion",
     "ConvertResult": "oasr.conversion",
     "inspect": "oasr.inspection",
+    "resolve_model": "oasr.hub",
+    "describe_resolution": "oasr.hub",
+    "transcribe": "oasr.pipelines.transcribe",
+    "TranscribeOptions": "oasr.options",
+    "Transcript": "oasr.results",
 }
 
 

@@ -79,3 +79,15 @@ def cli(capsys):
         return code, out.out, out.err
 
     return run
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _isolated_cache(tmp_path_factory):
+    """Tests never read or write the user's oasr cache."""
+    previous = os.environ.get("OASR_CACHE")
+    os.environ["OASR_CACHE"] = str(tmp_path_factory.mktemp("oasr-cache"))
+    yield
+    if previous is None:
+        os.environ.pop("OASR_CACHE", None)
+    else:
+        os.environ["OASR_CACHE"] = previous

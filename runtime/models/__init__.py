@@ -93,7 +93,15 @@ def load_pretrained(
     device: str | torch.device | None = None,
     dtype: str | torch.dtype | None = None,
 ) -> LoadedModel:
-    """Load a native bundle, or convert a foreign checkpoint in memory, and place it on ``device``."""
+    """Load a native bundle, or convert a foreign checkpoint in memory, and place it on ``device``.
+
+    ``id_or_path`` that is not an existing path is a model name, ``auto`` or ``org/repo``: the
+    resolver (``oasr.hub.resolve_model``) turns it into a cached bundle first.
+    """
+    if not Path(id_or_path).expanduser().exists():
+        from ..hub import resolve_model
+
+        id_or_path = resolve_model(id_or_path)
     from ..registry import check_tensor_dtypes, check_weights, materialize_model, meta_model, model_entry
     from ..resolve import check_source, pick_converter
 

