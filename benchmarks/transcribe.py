@@ -15,10 +15,13 @@ reads the same weights:
 
 The options are the same for all: beam size (default 5), best_of 5, temperatures 0-1 by 0.2,
 compression-ratio 2.4 / logprob -1 / no-speech 0.6 thresholds, conditioning on previous text,
-language detection on base (English for tiny.en), no word timestamps, no VAD.
+language detection on base (English for tiny.en), no word timestamps, no VAD. Sampling (the
+fallback above temperature 0) is seeded the same way before every run (torch / CTranslate2 seed
+0), so repeated runs of one engine do the same work; engines draw different samples, so a file
+that falls back (sample.wav does on base) can cost engines different numbers of tokens.
 
 Each (engine, model, audio) runs in a fresh subprocess: load the model, one untimed warm-up
-transcription, then ``--repeat`` timed ones (wall and process CPU time around the call only);
+transcription of the first 5 s, then ``--repeat`` timed ones (wall and process CPU time around the call only);
 peak RSS is the subprocess's ``ru_maxrss`` at the end (model and activations). Engines are
 interleaved over ``--runs`` rounds so a busy machine hurts them alike; medians are reported with
 the ratios oasr / peer. Targets (issue 3, 2-core CPU): oasr fp32 at most 1.0x faster-whisper
@@ -83,14 +86,17 @@ def worker(args) -> None:
         options = oasr.TranscribeOptions(beam_size=args.beam_size, best_of=5, temperatures=TEMPERATURES, language=language)
 
         def run() -> str:
+            torch.manual_seed(0)
             return oasr.transcribe(audio, model, options).text
 
     elif args.engine.startswith("fw-"):
+        import ctranslate2
         from faster_whisper import WhisperModel
 
         model = WhisperModel(args.ct2, device="cpu", compute_type=args.engine[3:].replace("fp", "float"), cpu_threads=args.threads)
 
         def run() -> str:
+            ctranslate2.set_random_seed(0)
             segments, _ = model.transcribe(
                 audio, beam_size=args.beam_size, best_of=5, temperature=list(TEMPERATURES), language=language
             )
@@ -103,13 +109,16 @@ def worker(args) -> None:
         model = _openai_model(args.bundle)
 
         def run() -> str:
+            torch.manual_seed(0)
             result = model.transcribe(
                 np.asarray(audio), beam_size=args.beam_size, best_of=5, temperature=TEMPERATURES,
                 language=language, fp16=False, verbose=None,
             )
             return result["text"]
 
-    text = run()  # warm-up
+    full, audio = audio, audio[: 5 * 16000]
+    run()  # warm-up on the first 5 s: kernels, allocator, caches
+    audio = full
     walls, cpus = [], []
     for _ in range(args.repeat):
         t, c = time.perf_counter(), time.process_time()

@@ -105,17 +105,15 @@ class WhisperDecoder:
 
     # -- the prompt ---------------------------------------------------------------------------
 
-    def initial_tokens(
-        self, language: str | None, task: str, previous: Sequence[int] = (), prefix: Sequence[int] = ()
-    ) -> tuple[list[int], int]:
-        """``[<|startofprev|> previous...] SOT-sequence [prefix...]`` and the index of SOT in it."""
+    def initial_tokens(self, language: str | None, task: str, previous: Sequence[int] = ()) -> tuple[list[int], int]:
+        """``[<|startofprev|> previous...] SOT-sequence`` (at most the last 223 previous tokens)
+        and the index of <|startoftranscript|> in it."""
         tok = self.tokenizer
         tokens: list[int] = []
         if previous:
             tokens = [tok.sot_prev, *list(previous)[-(self.n_ctx // 2 - 1) :]]
         sot_index = len(tokens)
         tokens += tok.sot_sequence(language, task, timestamps=not self.without_timestamps)
-        tokens += list(prefix)
         return tokens, sot_index
 
     @torch.inference_mode()
@@ -130,7 +128,7 @@ class WhisperDecoder:
             length=len(tokens),
             self_kv=cache.self_kv,
             cross_kv=cache.cross_kv,
-            first_logits=logits[-1:].float(),
+            first_logits=logits[-1:].float().clone(),  # not a view: the prompt's logits can go
             no_speech_prob=no_speech,
         )
 

@@ -5,7 +5,9 @@ decoded with temperature fallback (compression ratio and log-probability thresho
 next window starts at the last complete segment's end timestamp. Windows the model calls silent
 (no-speech probability) are skipped, and so, without decoding, are windows of pure silence.
 Previous text conditions the next window until a window needs a temperature above 0.5. A segment
-repeating the previous one is dropped. With ``vad="energy"`` only the detected speech is decoded
+repeating the previous one is dropped (a repeat from an earlier window, or of three words or more
+within one: Whisper's looping; a short "Hello? Hello?" inside one window stays). The language is
+detected on the first decoded window. With ``vad="energy"`` only the detected speech is decoded
 (joined end to end) and times are mapped back to the original audio.
 """
 
@@ -53,6 +55,9 @@ def transcribe(
     ``model``: a ``LoadedModel``, or a path to a native bundle or any directory a converter reads
     (loaded on ``device`` in ``dtype``; "auto": the GPU when there is one, fp16 there, fp32 on CPU).
     ``progress(done_seconds, total_seconds)`` is called after every window.
+
+    The language is ``options.language``, "en" for English-only models, else detected on the
+    first window decoded (``Transcript.language_probability``); "" when nothing was decoded.
     """
     loaded, model_label, bundle_sha = _resolve_model(model, device, dtype)
     tokenizer = _check_capabilities(loaded, options)
@@ -142,7 +147,9 @@ def _check_capabilities(loaded, options: TranscribeOptions):
         caps = ", ".join(sorted(loaded.capabilities)) or "none"
         raise CapabilityError(f"transcribe needs a Whisper model; this {loaded.architecture} model can: {caps}")
     if loaded.tokenizer_spec.kind == "none":
-        raise CapabilityError("this model was converted without tokenizer assets; it cannot transcribe (re-convert it with its tokenizer)")
+        raise CapabilityError(
+            "this model was converted without tokenizer assets; it cannot transcribe (re-convert it with its tokenizer)"
+        )
     tokenizer = _tokenizer(loaded)
     if not tokenizer.multilingual:
         if options.language not in (None, "en"):
@@ -165,7 +172,8 @@ def _read_audio(audio, sample_rate: int) -> tuple[np.ndarray, str]:
         raise InputError(f"audio must be a path or an array of samples, not {type(audio).__name__}")
     if audio.ndim != 1:
         raise InputError(f"audio samples must be one channel (1-D), got shape {tuple(audio.shape)}")
-    return np.ascontiguousarray(audio, dtype=np.float32), ""
+    samples = np.ascontiguousarray(audio, dtype=np.float32)
+    return (samples if samples.flags.writeable else samples.copy()), ""
 
 
 # -- the long-form loop -----------------------------------------------------------------------
@@ -235,19 +243,16 @@ class _LongForm:
         window = window.to(self.dtype)
         return window, self.model.embed_audio(window[None])
 
-    def _language(self, mel, content_frames) -> tuple[str, float | None, tuple | None]:
-        o = self.options
-        if o.language is not None:
-            return o.language, None, None
-        if not self.tokenizer.multilingual:
-            return "en", None, None
+    def _detect_language(self, features) -> tuple[str, float]:
         from ..decoding.language import detect_language
 
-        size = min(self.n_frames, content_frames)
-        window, features = self._encode(mel, 0, size)
         guess = detect_language(self.model, self.tokenizer, features)
-        log.info("detected language %s with probability %.2f (set --language to skip detection)", guess.language, guess.probability)
-        return guess.language, guess.probability, (window, features)
+        log.info(
+            "detected language %s with probability %.2f (set --language to skip detection)",
+            guess.language,
+            guess.probability,
+        )
+        return guess.language, guess.probability
 
     def __call__(self, samples: np.ndarray) -> tuple[list[Segment], str, float | None]:
         from ..features.logmel import log_mel_spectrogram
@@ -258,10 +263,9 @@ class _LongForm:
         mel = log_mel_spectrogram(audio, self.spec, padding=n_samples)  # + 30 s of zeros, as openai
         content_frames = mel.shape[-1] - self.n_frames
         self.content_frames, self.content_duration = content_frames, self._seconds(content_frames)
-        if content_frames <= 0:
-            language = o.language or ("en" if not self.tokenizer.multilingual else "")
-            return [], language, None
-        language, probability, first = self._language(mel, content_frames)
+        # Detected on the first window that is decoded; "" when there is none to detect it on.
+        language = o.language or (None if self.tokenizer.multilingual else "en")
+        probability = None
         levels = frame_levels_db(samples, self.hop)  # one level per mel frame
         initial_prompt = self.tokenizer.encode(" " + o.initial_prompt.strip()) if o.initial_prompt else []
         all_tokens: list[int] = list(initial_prompt)
@@ -277,11 +281,9 @@ class _LongForm:
                 seek += size
                 self._done(seek)
                 continue
-            if seek == 0 and first is not None:
-                window, features = first
-            else:
-                window, features = self._encode(mel, seek, size)
-            first = None
+            window, features = self._encode(mel, seek, size)
+            if language is None:
+                language, probability = self._detect_language(features)
             result, temperature = self._decode_with_fallback(features, all_tokens[prompt_reset_since:], language)
             if o.no_speech_threshold is not None and result.no_speech_prob > o.no_speech_threshold:
                 if o.logprob_threshold is None or result.avg_logprob <= o.logprob_threshold:
@@ -292,7 +294,7 @@ class _LongForm:
             previous_seek = seek
             pieces, seek, single_ending = self._split(result.tokens, seek, size)
             if o.word_timestamps and pieces:
-                seek, pieces = self._add_words(pieces, window, size, time_offset, language, seek, single_ending)
+                seek, pieces = self._add_words(pieces, window, features, size, time_offset, language, seek, single_ending)
             for piece in pieces:
                 if piece.start == piece.end or not piece.text.strip():
                     continue
@@ -306,7 +308,7 @@ class _LongForm:
             if not o.condition_on_previous_text or temperature > PROMPT_RESET_TEMPERATURE:
                 prompt_reset_since = len(all_tokens)
             self._done(min(seek, content_frames))
-        return segments, language, probability
+        return segments, language or "", probability
 
     def _decode_with_fallback(self, features, previous: list[int], language: str):
         """The first result at the temperatures in order that passes the thresholds; when none
@@ -357,8 +359,9 @@ class _LongForm:
             begin = 0
             for cut in cuts:
                 part = list(tokens[begin:cut])
-                pieces.append(self._piece(time_offset + (part[0] - tb) * self.time_precision,
-                                          time_offset + (part[-1] - tb) * self.time_precision, part))
+                start = time_offset + (part[0] - tb) * self.time_precision
+                end = time_offset + (part[-1] - tb) * self.time_precision
+                pieces.append(self._piece(start, end, part))
                 begin = cut
             if single_ending:  # no speech after the last timestamp
                 seek += size
@@ -376,28 +379,33 @@ class _LongForm:
     def _piece(self, start: float, end: float, tokens: list[int]) -> _Piece:
         return _Piece(start, end, tokens, self.tokenizer.decode(tokens))
 
-    def _add_words(self, pieces, window, size, time_offset, language, seek, single_ending):
-        """Word times for this window's segments (one ``align_words`` call); the next window
-        starts after the last word; optionally, suspect segments in long silences are skipped."""
-        from ..decoding.alignment import align_words
+    def _add_words(self, pieces, window, features, size, time_offset, language, seek, single_ending):
+        """Word times for this window's segments (one alignment pass, openai-whisper's rules for
+        segment bounds); the next window starts after the last word; optionally, suspect
+        segments in long silences are skipped."""
+        from ..decoding.alignment import align_segments
 
         o = self.options
-        words = align_words(
+        aligned = align_segments(
             self.model,
             self.tokenizer,
             window,
-            [[t for t in p.tokens if t < self.tokenizer.eot] for p in pieces],
+            [p.tokens for p in pieces],
             num_frames=size,
             alignment_heads=self.loaded.decoding.options.get("alignment_heads"),
             language=language,
             prepend_punctuations=o.prepend_punctuations,
             append_punctuations=o.append_punctuations,
             time_offset=time_offset,
+            task=o.task,
+            segment_bounds=[(p.start, p.end) for p in pieces],
+            last_speech_timestamp=self.last_speech,
+            audio_features=features,
         )
-        for piece, piece_words in zip(pieces, words):
-            piece.words = list(piece_words)
-            if piece.words:
-                piece.start, piece.end = piece.words[0].start, piece.words[-1].end
+        for piece, words, bounds in zip(pieces, aligned.words, aligned.segment_bounds):
+            piece.words = list(words)
+            if bounds is not None:
+                piece.start, piece.end = bounds
         previous_seek = round(time_offset * self.frames_per_second)
         last_end = _last_end(pieces)
         if not single_ending and last_end is not None and last_end > time_offset:
@@ -489,7 +497,7 @@ def _normalise(text: str) -> str:
 
 # -- hallucination skipping with word timestamps (openai-whisper's heuristics) --------------------
 
-_PUNCTUATION_WORDS = set("\"'“¿([{-\"'.。,，!！?？:：”)]}、")
+_PUNCTUATION_WORDS = "\"'“¿([{-\"'.。,，!！?？:：”)]}、"  # a word that is a substring of this is punctuation
 
 
 def _word_anomaly(word: Word) -> float:
