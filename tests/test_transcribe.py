@@ -378,6 +378,7 @@ def test_long_audio_timeline_covers_the_speech(tiny, data_dir, tmp_path):
     wav = tmp_path / "long.wav"
     sf.write(wav, np.concatenate(audio), SR)
     assert offset > 180
+    torch.manual_seed(0)
     t = oasr.transcribe(str(wav), tiny)
     _check_timeline(t, offset)
     speech = _union(reference)

@@ -258,10 +258,12 @@ class _LongForm:
         from ..features.logmel import log_mel_spectrogram
 
         o = self.options
-        n_samples = self.n_frames * self.hop
+        # openai-whisper appends 30 s of zeros; the frames of the audio only need the zeros the
+        # STFT window reaches (n_fft / 2 samples), so a few frames' worth give the same values.
+        pad_frames = -(-self.spec.n_fft // self.hop)
         audio = torch.from_numpy(samples).to(self.device)
-        mel = log_mel_spectrogram(audio, self.spec, padding=n_samples)  # + 30 s of zeros, as openai
-        content_frames = mel.shape[-1] - self.n_frames
+        mel = log_mel_spectrogram(audio, self.spec, padding=pad_frames * self.hop)
+        content_frames = mel.shape[-1] - pad_frames
         self.content_frames, self.content_duration = content_frames, self._seconds(content_frames)
         # Detected on the first window that is decoded; "" when there is none to detect it on.
         language = o.language or (None if self.tokenizer.multilingual else "en")
@@ -348,7 +350,7 @@ class _LongForm:
     def _split(self, tokens: tuple[int, ...], seek: int, size: int) -> tuple[list[_Piece], int, bool]:
         """openai's segmentation: pieces between consecutive timestamp pairs; the next seek."""
         tb = self.tokenizer.timestamp_begin
-        time_offset = self._seconds(seek)
+        time_offset = self._seconds(seek) * 0.9
         is_ts = [t >= tb for t in tokens]
         single_ending = len(tokens) >= 2 and not is_ts[-2] and is_ts[-1]
         cuts = [i for i in range(1, len(tokens)) if is_ts[i] and is_ts[i - 1]]
