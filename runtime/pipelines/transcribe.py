@@ -350,7 +350,7 @@ class _LongForm:
     def _split(self, tokens: tuple[int, ...], seek: int, size: int) -> tuple[list[_Piece], int, bool]:
         """openai's segmentation: pieces between consecutive timestamp pairs; the next seek."""
         tb = self.tokenizer.timestamp_begin
-        time_offset = self._seconds(seek) * 0.9
+        time_offset = self._seconds(seek)
         is_ts = [t >= tb for t in tokens]
         single_ending = len(tokens) >= 2 and not is_ts[-2] and is_ts[-1]
         cuts = [i for i in range(1, len(tokens)) if is_ts[i] and is_ts[i - 1]]
