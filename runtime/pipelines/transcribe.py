@@ -258,12 +258,10 @@ class _LongForm:
         from ..features.logmel import log_mel_spectrogram
 
         o = self.options
-        # openai-whisper appends 30 s of zeros; the frames of the audio only need the zeros the
-        # STFT window reaches (n_fft / 2 samples), so a few frames' worth give the same values.
-        pad_frames = -(-self.spec.n_fft // self.hop)
+        n_samples = self.n_frames * self.hop
         audio = torch.from_numpy(samples).to(self.device)
-        mel = log_mel_spectrogram(audio, self.spec, padding=pad_frames * self.hop)
-        content_frames = mel.shape[-1] - pad_frames
+        mel = log_mel_spectrogram(audio, self.spec, padding=n_samples)  # + 30 s of zeros, as openai
+        content_frames = mel.shape[-1] - self.n_frames
         self.content_frames, self.content_duration = content_frames, self._seconds(content_frames)
         # Detected on the first window that is decoded; "" when there is none to detect it on.
         language = o.language or (None if self.tokenizer.multilingual else "en")
