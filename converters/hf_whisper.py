@@ -15,6 +15,7 @@ from oasr.converter import DETECT_KEYED_VALUE, CheckpointConverter
 from oasr.errors import ConversionError
 from oasr.models.whisper import WhisperConfig, whisper_specs
 from oasr.tensor_map import TensorTable
+from oasr.tokenizers.whisper import find_tokenizer_assets
 
 _ATTN = {"q_proj": "query", "k_proj": "key", "v_proj": "value", "out_proj": "out"}
 _LAYER = {
@@ -56,7 +57,6 @@ _TABLE = {
     "proj_out.weight": "decoder.token_embedding.weight",  # tied output projection
 }
 
-_TOKENIZER_SETS = (("tokenizer.json",), ("vocab.json", "merges.txt", "added_tokens.json"), ("vocab.json", "merges.txt"))
 
 
 class HFWhisperConverter(CheckpointConverter):
@@ -135,11 +135,7 @@ class HFWhisperConverter(CheckpointConverter):
         return state
 
     def build_specs(self, config):
-        files = {}
-        for names in _TOKENIZER_SETS:
-            if all((self.path / n).is_file() for n in names):
-                files = {n: self.path / n for n in names}
-                break
+        files = find_tokenizer_assets(self.path)
         gen = {}
         if (self.path / "generation_config.json").is_file():
             gen = json.loads((self.path / "generation_config.json").read_text(encoding="utf-8"))
@@ -153,6 +149,6 @@ class HFWhisperConverter(CheckpointConverter):
         return tokenizer, files, features, decoding
 
     def notes(self) -> list[str]:
-        if any(all((self.path / n).is_file() for n in names) for names in _TOKENIZER_SETS):
+        if find_tokenizer_assets(self.path):
             return []
         return [f"{self.path} has no tokenizer.json or vocab.json + merges.txt: the model cannot turn tokens into text"]

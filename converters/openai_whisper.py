@@ -14,6 +14,7 @@ from oasr.converter import DETECT_ASSET_LAYOUT, CheckpointConverter
 from oasr.errors import ConversionError
 from oasr.models.whisper import WhisperConfig, whisper_specs
 from oasr.tensor_map import TensorTable
+from oasr.tokenizers.whisper import find_tokenizer_assets
 
 _BLOCK = [
     "attn.query.weight", "attn.query.bias", "attn.key.weight", "attn.value.weight", "attn.value.bias",
@@ -31,8 +32,6 @@ _NAMES = [
 
 _DIMS = tuple(f.name for f in WhisperConfig.__dataclass_fields__.values())
 
-# Tokenizer assets looked for beside the checkpoint (openai's own ship inside its package).
-_TOKENIZER_SETS = (("tokenizer.json",), ("vocab.json", "merges.txt", "added_tokens.json"), ("vocab.json", "merges.txt"))
 
 
 class OpenAIWhisperConverter(CheckpointConverter):
@@ -83,11 +82,8 @@ class OpenAIWhisperConverter(CheckpointConverter):
         return dict(self._checkpoint["model_state_dict"])
 
     def _tokenizer_files(self) -> dict[str, Path]:
-        folder = self.file.parent
-        for names in _TOKENIZER_SETS:
-            if all((folder / n).is_file() for n in names):
-                return {n: folder / n for n in names}
-        return {}
+        # openai's own tokenizer files ship inside its package; a copy beside the checkpoint is used.
+        return find_tokenizer_assets(self.file.parent)
 
     def build_specs(self, config):
         files = self._tokenizer_files()

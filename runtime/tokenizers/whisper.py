@@ -141,3 +141,15 @@ class WhisperTokenizer:
     def blank_tokens(self) -> tuple[int, ...]:
         """Suppressed at the first step only: a leading space and an immediate end-of-text."""
         return (*self.encode(" "), self.eot)
+
+
+# The asset sets a Whisper tokenizer can be built from, most complete first.
+_ASSET_SETS = (("tokenizer.json",), ("vocab.json", "merges.txt", "added_tokens.json"), ("vocab.json", "merges.txt"))
+
+
+def find_tokenizer_assets(folder: Path) -> dict[str, Path]:
+    """Bundle name -> path of the first complete asset set in ``folder``, or {} when none is there."""
+    for names in _ASSET_SETS:
+        if all((folder / n).is_file() for n in names):
+            return {n: folder / n for n in names}
+    return {}
