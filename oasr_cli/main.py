@@ -13,8 +13,12 @@ from typer._completion_classes import completion_init
 from oasr.version import __version__
 
 from .commands.convert import convert
+from .commands.diarize import diarize
+from .commands.eval import app as eval_app
 from .commands.inspect import inspect
 from .commands.models import app as models_app
+from .commands.quantize import quantize
+from .commands.pitch import pitch
 from .commands.transcribe import transcribe
 from .errors import run
 
@@ -52,7 +56,11 @@ def _root(
 app.command(no_args_is_help=True)(convert)
 app.command()(inspect)
 app.add_typer(models_app, name="models")
+app.command(no_args_is_help=True)(quantize)
 app.command(no_args_is_help=True)(transcribe)
+app.command(no_args_is_help=True)(pitch)
+app.command(no_args_is_help=True)(diarize)
+app.add_typer(eval_app, name="eval")
 
 convert_app = typer.Typer(
     name="oasr-convert",

@@ -90,6 +90,10 @@ def read_config(path: Path) -> BundleConfig:
         raise BundleError(f"{file}: format_version 2 requires a quantization section")
     if version == 1 and quantization is not None:
         raise BundleError(f"{file}: a quantization section needs format_version 2")
+    if quantization is not None:
+        from .quant.section import QuantizationSpec
+
+        QuantizationSpec.from_dict(quantization, where=f"{file} quantization")
     known = set(_REQUIRED) | {"capabilities", "aux", "quantization"}
     unknown = sorted(set(data) - known)
     if unknown:

@@ -13,7 +13,7 @@ import logging
 from dataclasses import dataclass
 from importlib import import_module
 from importlib.metadata import entry_points
-from typing import Iterator, Mapping
+from typing import TYPE_CHECKING, Iterator, Mapping
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -23,6 +23,9 @@ from .errors import ConversionError, DetectionError, LoadError
 from .models.base import BaseModelConfig, OasrModel
 from .specs import LoadReport
 from .tensor_map import translate
+
+if TYPE_CHECKING:
+    from .quant.section import QuantizationSpec
 
 log = logging.getLogger("oasr")
 
@@ -39,6 +42,9 @@ class ModelEntry:
 _MODELS: dict[str, ModelEntry | str] = {
     # Built-ins are imported on first use so `import oasr` stays light.
     "whisper": "oasr.models.whisper:Whisper",
+    "crepe": "oasr.models.crepe:Crepe",
+    "ge2e": "oasr.models.ge2e:GE2E",
+    "silero-vad": "oasr.models.silero_vad:SileroVad",
 }
 
 
@@ -203,15 +209,33 @@ def materialize_model(
     *,
     device: torch.device,
     dtype: torch.dtype,
+    quantization: QuantizationSpec | None = None,
 ) -> OasrModel:
-    """Assign checked tensors to a meta-built model: cast on the host, then move to the device."""
+    """Assign checked tensors to a meta-built model: cast on the host, then move to the device.
+
+    With ``quantization`` (a format-2 bundle) the listed layers become quantized modules before
+    the assignment, so integer weights and their fp32 scales land in integer slots, uncast; the
+    float parts take ``dtype`` as usual.
+    """
     model = meta_model(architecture, config)
+    exact: set[str] = set()
+    if quantization is not None:
+        from .quant.layers import check_dtypes, stored_names, swap_quantized
+
+        swap_quantized(model, quantization)
+        check_dtypes(model, tensors)
+        exact = stored_names(quantization)
     with torch_single_threaded():
-        full = {name: _cast(t, dtype) for name, t in tensors.items()}
+        full = {name: t if name in exact else _cast(t, dtype) for name, t in tensors.items()}
         full.update({name: t.to(dtype) for name, t in model.computed_buffer_values().items()})
     model.load_state_dict(full, strict=True, assign=True)
     model.requires_grad_(False)
-    return model.to(device).eval()
+    model = model.to(device).eval()
+    if quantization is not None:
+        from .quant.layers import prepare_quantized
+
+        prepare_quantized(model, dtype)
+    return model
 
 
 def _cast(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:

@@ -65,3 +65,50 @@ class Transcript:
                 if word["speaker"] is None:
                     del word["speaker"]
         return data
+
+
+@dataclass(frozen=True)
+class PitchTrack:
+    """F0 per frame of one file; frame i is centred at ``times[i]`` (``i * hop``) seconds."""
+
+    times: tuple[float, ...]  # seconds
+    frequency: tuple[float, ...]  # Hz, the decoded F0 of every frame, voiced or not
+    confidence: tuple[float, ...]  # 0..1: the decoded bin's activation (0 where silence gating applied)
+    voiced: tuple[bool, ...]  # confidence >= the voicing threshold, and not silent
+    hop: float  # seconds between frames
+    duration: float  # seconds of audio
+    provenance: ResultProvenance | None = None
+    source: str = ""  # the input file, "-" for stdin
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        for key in ("times", "frequency", "confidence", "voiced"):
+            data[key] = list(data[key])
+        return data
+
+
+@dataclass(frozen=True)
+class SpeakerTurn:
+    start: float  # seconds
+    end: float
+    speaker: str  # a label global to the file ("SPEAKER_00", ...) or a reference's own name
+
+
+@dataclass(frozen=True)
+class SpeakerTurns:
+    """Who spoke when in one file: turns sorted by start, never two of one speaker overlapping."""
+
+    turns: tuple[SpeakerTurn, ...]
+    duration: float  # seconds of audio
+    provenance: ResultProvenance | None = None
+    source: str = ""  # the input file, "-" for stdin
+
+    @property
+    def speakers(self) -> tuple[str, ...]:
+        """The speaker labels in order of first appearance."""
+        return tuple(dict.fromkeys(t.speaker for t in self.turns))
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["speakers"] = list(self.speakers)
+        return data

@@ -201,7 +201,7 @@ def synthetic(hub_env, mirror, monkeypatch):
                 entry("gated-test", [mirror.source], restriction="gated", licence="LicenseRef-test-terms"),
                 entry("bad-member-sha", [_wrong(mirror.source, member=True)]),
                 entry("bad-joined-sha", [_wrong(mirror.source, member=False)]),
-                entry("pitch-test", [mirror.source], task="pitch", architecture="crepe"),
+                entry("pitch-test", [mirror.source], task="pitch", architecture="no-converter-test"),
             ]
         )
     )

@@ -99,9 +99,11 @@ def test_malformed_config_is_refused(tiny_bundle, edit, message):
 def test_version_2_is_readable(tiny_bundle):
     path = tiny_bundle / "oasr_config.json"
     cfg = json.loads(path.read_text())
-    cfg.update(format_version=2, quantization={"scheme": "none", "layers": []})
+    section = {"scheme": "int8", "group_size": 128, "layers": {"decoder.blocks.0.mlp.0": "int8"},
+               "source_sha256": "0" * 64, "oasr_version": oasr.__version__}
+    cfg.update(format_version=2, quantization=section)
     path.write_text(json.dumps(cfg))
-    assert bundle.read_config(tiny_bundle).quantization == {"scheme": "none", "layers": []}
+    assert bundle.read_config(tiny_bundle).quantization == section
 
 
 def test_truncated_weights_are_refused(tiny_bundle):

@@ -106,13 +106,13 @@ def test_resolve_shows_the_plan(cli, hub_env):
     assert not os.path.exists(hub_env.cache / "bundles")  # nothing fetched or converted
 
 
-def test_resolve_and_pull_of_a_model_without_converter(cli, hub_env):
-    code, out, _ = cli("models", "resolve", "crepe-tiny")
+def test_resolve_and_pull_of_a_model_without_converter(cli, synthetic):
+    code, out, _ = cli("models", "resolve", "pitch-test")
     assert code == 0
-    assert "converter    crepe: none installed yet" in out
-    assert "would use    nothing: no converter for crepe is installed yet" in out
-    code, _, err = cli("models", "pull", "crepe-full")
-    _one_line_error(code, err, "no converter for crepe is installed yet, so crepe-full cannot be turned into a native bundle")
+    assert "converter    no-converter-test: none installed yet" in out
+    assert "would use    nothing: no converter for no-converter-test is installed yet" in out
+    code, _, err = cli("models", "pull", "pitch-test")
+    _one_line_error(code, err, "no converter for no-converter-test is installed yet, so pitch-test cannot be turned into a native bundle")
 
 
 def test_licence_gate(cli, synthetic):

@@ -36,7 +36,12 @@ def inspect(
         lines += [f"  sha256       {sha}  {name}" for name, sha in prov["source_files"].items()]
         lines.append(f"converted by   oasr {prov['oasr_version']}")
         if info["quantization"]:
-            lines.append(f"quantization   {info['quantization']}")
+            q = info["quantization"]
+            counts = {s: list(q["layers"].values()).count(s) for s in sorted(set(q["layers"].values()))}
+            layers = ", ".join(f"{n} {s}" for s, n in counts.items())
+            kept = f"; float by --keep or rule: {', '.join(q['keep'])}" if q["keep"] else ""
+            lines.append(f"quantization   {q['scheme']} (group {q['group_size']}): {layers} layers{kept}")
+            lines.append(f"  from         sha256 {q['source_sha256']} by oasr {q['oasr_version']}")
     else:
         lines = [f"foreign        {info['path']}"]
         if not info["claims"]:

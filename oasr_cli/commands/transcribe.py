@@ -146,6 +146,10 @@ def transcribe(
         bool, typer.Option("--suppress-blank/--no-suppress-blank", help="No blank or end-of-text at the start of a window.", rich_help_panel=DECODING)
     ] = DEFAULTS.suppress_blank,
     vad: Annotated[Optional[Vad], typer.Option("--vad", help="Skip non-speech before decoding.", rich_help_panel=DECODING)] = None,
+    diarize: Annotated[
+        bool,
+        typer.Option("--diarize", help="Label every segment with its speaker (oasr diarize), split where the speaker changes; shown in txt, srt, vtt and json.", rich_help_panel=OUTPUT),
+    ] = DEFAULTS.diarize,
     without_timestamps: Annotated[
         bool, typer.Option("--without-timestamps", help="Decode text only; segments then span whole 30 s windows.", rich_help_panel=TIMESTAMPS)
     ] = DEFAULTS.without_timestamps,
@@ -232,6 +236,7 @@ def transcribe(
         append_punctuations=append_punctuations,
         hallucination_silence_threshold=hallucination_silence_threshold,
         vad=vad.value if vad is not None else None,
+        diarize=diarize,
     )
     setup_logging(quiet, verbose)
 

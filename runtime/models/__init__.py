@@ -31,6 +31,7 @@ class LoadedModel:
     provenance: Provenance
     tokenizer_files: dict[str, Path] = field(default_factory=dict)
     aux: dict[str, Any] = field(default_factory=dict)
+    quantization: dict[str, Any] | None = None  # a quantized bundle's section (format version 2)
 
     @property
     def capabilities(self) -> frozenset[str]:
@@ -53,10 +54,12 @@ class LoadedModel:
             provenance=self.provenance,
             capabilities=tuple(sorted(self.capabilities)),
             aux=self.aux,
+            quantization=self.quantization,
+            format_version=1 if self.quantization is None else 2,
         )
 
     def save(self, dst: Path) -> None:
-        """Write this model as a native bundle (format 1), atomically."""
+        """Write this model as a native bundle (format 1, or 2 when quantized), atomically."""
         skip = set(self.model.computed_buffers)
         tensors = {k: v.detach().cpu() for k, v in self.model.state_dict().items() if k not in skip}
         _bundle.write_bundle(Path(dst), self.bundle_config(), tensors, self.tokenizer_files)
@@ -107,13 +110,21 @@ def load_pretrained(
 
     path = check_source(Path(id_or_path))
     target = resolve_device(device)
+    quantization = None
     if _bundle.is_bundle(path):  # a native bundle comes first, whatever else is asked
         cfg = _bundle.read_config(path)
         if architecture is not None and architecture != cfg.architecture:
             raise DetectionError(f"{path} is a native {cfg.architecture} bundle, not {architecture}")
         entry = model_entry(cfg.architecture)
         config = entry.config_cls.from_dict(cfg.model)
-        tensors, report = check_weights(meta_model(cfg.architecture, config), _bundle.read_tensors(path))
+        skeleton = meta_model(cfg.architecture, config)
+        if cfg.quantization is not None:
+            from ..quant.layers import swap_quantized
+            from ..quant.section import QuantizationSpec
+
+            quantization = QuantizationSpec.from_dict(cfg.quantization)
+            swap_quantized(skeleton, quantization)  # integer slots for the integer tensors
+        tensors, report = check_weights(skeleton, _bundle.read_tensors(path))
         tok_files = _bundle.tokenizer_files(path, cfg.tokenizer)
         arch, specs = cfg.architecture, (cfg.tokenizer, cfg.features, cfg.decoding, cfg.provenance, cfg.aux)
     else:
@@ -125,8 +136,14 @@ def load_pretrained(
         tensors, report = check_weights(meta_model(arch, config), converted.state_dict, converter_cls)
         tok_files = converted.tokenizer_files
         specs = (converted.tokenizer, converted.features, converted.decoding, converted.provenance, converted.aux)
-    torch_dtype = resolve_dtype(dtype, target, check_tensor_dtypes(tensors))
-    model = materialize_model(arch, config, tensors, device=target, dtype=torch_dtype)
+    floats = tensors
+    if quantization is not None:
+        from ..quant.layers import stored_names
+
+        exact = stored_names(quantization)
+        floats = {k: v for k, v in tensors.items() if k not in exact}
+    torch_dtype = resolve_dtype(dtype, target, check_tensor_dtypes(floats))
+    model = materialize_model(arch, config, tensors, device=target, dtype=torch_dtype, quantization=quantization)
     tokenizer, features, decoding, provenance, aux = specs
     return LoadedModel(
         model=model,
@@ -139,6 +156,7 @@ def load_pretrained(
         provenance=provenance,
         tokenizer_files=tok_files,
         aux=aux,
+        quantization=None if quantization is None else quantization.to_dict(),
     )
 
 

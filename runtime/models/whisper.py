@@ -54,6 +54,17 @@ class Linear(nn.Linear):
         return y.T.contiguous().view(*x.shape[:-1], -1)
 
 
+class Embedding(nn.Embedding):
+    """The token table, also the output projection (tied): ``attend`` is x W^T."""
+
+    def attend(self, x: Tensor) -> Tensor:
+        """x [B, T, C] -> [B, T, V] in x's dtype."""
+        weight = self.weight.to(x.dtype)
+        if x.shape[0] * x.shape[1] <= 8:  # decoding steps: W x^T streams W once (2x faster on CPU BLAS)
+            return (weight @ x.flatten(0, 1).T).T.reshape(*x.shape[:2], -1)
+        return x @ weight.T
+
+
 class LayerNorm(nn.LayerNorm):
     """Normalises in fp32 whatever the model dtype, returns the input dtype."""
 
@@ -198,7 +209,7 @@ class AudioEncoder(nn.Module):
 class TextDecoder(nn.Module):
     def __init__(self, n_vocab: int, n_ctx: int, n_state: int, n_head: int, n_layer: int):
         super().__init__()
-        self.token_embedding = nn.Embedding(n_vocab, n_state)
+        self.token_embedding = Embedding(n_vocab, n_state)
         self.positional_embedding = nn.Parameter(torch.empty(n_ctx, n_state))
         self.blocks = nn.ModuleList(
             [ResidualAttentionBlock(n_state, n_head, cross_attention=True) for _ in range(n_layer)]
@@ -235,12 +246,7 @@ class TextDecoder(nn.Module):
             x, kv = block(x, past, offset, cross_kv, captured.get(i))
             if cache is not None:
                 cache.self_kv[i] = kv
-        x = self.ln(x)
-        weight = self.token_embedding.weight.to(x.dtype)
-        if x.shape[0] * x.shape[1] <= 8:  # decoding steps: W x^T streams W once (2x faster on CPU BLAS)
-            logits = (weight @ x.flatten(0, 1).T).T.reshape(*x.shape[:2], -1).contiguous().float()
-        else:
-            logits = (x @ weight.T).float()
+        logits = self.token_embedding.attend(self.ln(x)).contiguous().float()
         if cross_attention_heads is None:
             return logits
         scores = [captured[int(layer)][0][:, int(head)] for layer, head in cross_attention_heads]
@@ -251,6 +257,12 @@ class Whisper(OasrModel):
     config_class: ClassVar = WhisperConfig
     computed_buffers: ClassVar = ("encoder.positional_embedding",)
     capabilities: ClassVar = frozenset({"transcribe", "translate", "language_id", "timestamps"})
+    # Quantized: every attention and MLP projection, and the token table (int8 per token row,
+    # also in int4 bundles: it is the tied output projection, 36% of base's weights, so a float
+    # copy alone would exceed the size budget, and at int8 logits keep a cosine >= 0.999).
+    # Convolutions, norms, biases and positional tables stay float. `--keep
+    # decoder.token_embedding.weight` keeps the table float.
+    quant_refusal: ClassVar = None
 
     def __init__(self, config: WhisperConfig):
         super().__init__(config)

@@ -7,7 +7,7 @@ next window starts at the last complete segment's end timestamp. Windows the mod
 Previous text conditions the next window until a window needs a temperature above 0.5. A segment
 repeating the previous one is dropped (a repeat from an earlier window, or of three words or more
 within one: Whisper's looping; a short "Hello? Hello?" inside one window stays). The language is
-detected on the first decoded window. With ``vad="energy"`` only the detected speech is decoded
+detected on the first decoded window. With ``vad="energy"`` or ``"silero"`` only the detected speech is decoded
 (joined end to end) and times are mapped back to the original audio.
 """
 
@@ -72,16 +72,19 @@ def transcribe(
         options=dataclasses.asdict(options),
     )
     speech_map: SpeechMap | None = None
-    if options.vad == "silero":
-        raise CapabilityError("--vad silero arrives with the diarize work; use --vad energy")
-    if options.vad == "energy":
-        regions = speech_regions(samples, sample_rate)
+    original = samples  # diarization runs on the whole recording, not the VAD-joined speech
+    if options.vad is not None:
+        regions = _silero_regions(samples) if options.vad == "silero" else speech_regions(samples, sample_rate)
         kept = sum(b - a for a, b in regions) / sample_rate
-        log.info("energy VAD kept %.1f s of %.1f s in %d region(s)", kept, duration, len(regions))
+        log.info("%s VAD kept %.1f s of %.1f s in %d region(s)", options.vad, kept, duration, len(regions))
         samples, speech_map = collect_speech(samples, regions, sample_rate)
+    # Speakers change between words: diarization needs word times even when they are not shown.
+    run_options = dataclasses.replace(options, word_timestamps=True) if options.diarize else options
     with torch.inference_mode():
-        run = _LongForm(loaded, tokenizer, options, speech_map, duration, progress)
+        run = _LongForm(loaded, tokenizer, run_options, speech_map, duration, progress)
         segments, language, probability = run(samples)
+    if options.diarize:
+        segments = _with_speakers(original, segments, tokenizer, options, device)
     if progress is not None:
         progress(duration, duration)
     return Transcript(
@@ -93,6 +96,27 @@ def transcribe(
         provenance=provenance,
         source=source,
     )
+
+
+def _silero_regions(samples: np.ndarray) -> list[tuple[int, int]]:
+    """Silero VAD speech as sample ranges, with faster-whisper's settings for decoding: only
+    silences of 2 s or more are cut, and 0.4 s of context is kept around the speech."""
+    from ..options import VadOptions
+    from .silero_vad import speech_probabilities, speech_samples
+
+    options = VadOptions(min_speech_s=0.0, min_silence_s=2.0, speech_pad_s=0.4)
+    return speech_samples(speech_probabilities(samples), len(samples), options)
+
+
+def _with_speakers(samples: np.ndarray, segments: list[Segment], tokenizer, options: TranscribeOptions, device) -> list[Segment]:
+    """Segments with the speakers of ``oasr.diarize`` on the same recording (split at word
+    boundaries where the speaker changes; words kept only when they were asked for)."""
+    from .attribution import attribute_speakers
+    from .diarize import diarize
+
+    turns = diarize(samples, device=device)
+    log.info("diarization: %d speaker(s) in %d turn(s)", len(turns.speakers), len(turns.turns))
+    return attribute_speakers(segments, turns.turns, tokenizer.encode, keep_words=options.word_timestamps)
 
 
 # -- inputs -----------------------------------------------------------------------------------

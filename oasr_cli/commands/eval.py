@@ -1,0 +1,80 @@
+"""oasr eval der --ref REF.rttm --hyp HYP.rttm [--uem F] [--collar 0.25] [--skip-overlap] [--json]
+
+Policy only: read the files, call ``oasr.metrics.der``, print a table (or JSON) on stdout.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from ..options import JsonOpt
+
+app = typer.Typer(
+    help="Score outputs against references.",
+    no_args_is_help=True,
+    add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+@app.command("der", no_args_is_help=True)
+def der(
+    ref: Annotated[Path, typer.Option("--ref", metavar="REF.rttm", help="Reference speaker turns (RTTM).", show_default=False)],
+    hyp: Annotated[Path, typer.Option("--hyp", metavar="HYP.rttm", help="Hypothesis speaker turns (RTTM), e.g. from oasr diarize.", show_default=False)],
+    uem: Annotated[
+        Optional[Path],
+        typer.Option("--uem", metavar="FILE", help="Score only inside these regions (UEM). Default: from the first to the last turn of either side."),
+    ] = None,
+    collar: Annotated[
+        float,
+        typer.Option("--collar", metavar="SECONDS", help="Unscored zone around each reference boundary, its whole width (half each side, as pyannote.metrics; md-eval's -c 0.25 is --collar 0.5)."),
+    ] = 0.25,
+    skip_overlap: Annotated[bool, typer.Option("--skip-overlap", help="Do not score where reference speakers overlap.")] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Diarization error rate: missed speech, false alarm and speaker confusion, per file and pooled.
+
+    Hypothesis speakers are mapped one-to-one onto reference speakers to maximise shared time (Hungarian algorithm); the pooled DER sums the seconds of every file. Agrees with pyannote.metrics' DiarizationErrorRate.
+    """
+    from oasr.errors import InputError
+    from oasr.formats.rttm import read_rttm, read_uem
+    from oasr.metrics.der import diarization_error_rate
+
+    if collar < 0:
+        raise typer.BadParameter("must be >= 0", param_hint="'--collar'")
+    reference, hypothesis = read_rttm(ref), read_rttm(hyp)
+    if not reference:
+        raise InputError(f"{ref}: no SPEAKER lines")
+    regions = read_uem(uem) if uem is not None else None
+    report = diarization_error_rate(reference, hypothesis, regions, collar=collar, skip_overlap=skip_overlap)
+    if report.unscored:
+        print(f"oasr: warning: not in the reference, not scored: {', '.join(report.unscored)}", file=sys.stderr)
+    if json_out:
+        from ..output import print_json
+
+        print_json(report.to_dict())
+        return
+    sys.stdout.write(_table(report))
+
+
+def _table(report) -> str:
+    rows = [("file", "DER%", "missed%", "false alarm%", "confusion%", "scored s")]
+    for c in (*report.files, report.pooled):
+        t = c.total or 1.0
+        rows.append(
+            (
+                "pooled" if c.file == "*" else c.file,
+                f"{100 * c.der:.2f}",
+                f"{100 * c.missed / t:.2f}",
+                f"{100 * c.false_alarm / t:.2f}",
+                f"{100 * c.confusion / t:.2f}",
+                f"{c.total:.2f}",
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths))) for row in rows]
+    return "\n".join(lines) + "\n"

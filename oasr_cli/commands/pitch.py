@@ -1,0 +1,262 @@
+"""oasr pitch [-m MODEL] -f AUDIO [-f AUDIO ...]
+
+Policy only: flags -> PitchOptions, where each track goes (stdout, -o FILE, --output-dir), the
+optional plot, batch behaviour (go on past a bad file, summarise, exit 1) and the progress bar.
+Tracking is ``oasr.pitch``; the file formats ``oasr.formats.pitch``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import sys
+import time
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from oasr.errors import InputError
+from oasr.options import PITCH_DECODERS, PitchOptions
+
+from ..options import (
+    AudioFilesOpt,
+    Device,
+    DeviceOpt,
+    Dtype,
+    DtypeOpt,
+    FailFastOpt,
+    JsonOpt,
+    ModelOpt,
+    OutputDirOpt,
+    OutputOpt,
+    QuietOpt,
+    VerboseOpt,
+)
+from ..output import setup_logging, use_color
+from .transcribe import _Batch, _fatal_errors, _file_progress, _progress
+
+log = logging.getLogger("oasr")
+
+DEFAULTS = PitchOptions()
+FORMATS = ("csv", "json")
+PitchFormat = Enum("PitchFormat", {name: name for name in FORMATS}, type=str)
+Decoder = Enum("Decoder", {name: name for name in PITCH_DECODERS}, type=str)
+
+TRACKING = "Tracking"
+OUTPUT = "Output"
+DASH = "-"
+
+
+def _optional_db(text: Any) -> float | None:
+    """A level in dBFS, or none/off to switch silence gating off."""
+    if text is None or isinstance(text, (int, float)):
+        return text
+    if text.strip().lower() in ("none", "off"):
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise typer.BadParameter(f"{text!r} is not a number (or 'none' to switch gating off)") from None
+
+
+def pitch(
+    audio: Annotated[
+        Optional[list[str]],
+        typer.Argument(help="More audio files, after those given with -f.", metavar="AUDIO", show_default=False),
+    ] = None,
+    files: AudioFilesOpt = None,
+    model: ModelOpt = "auto",
+    hop: Annotated[float, typer.Option("--hop", metavar="MS", help="Milliseconds between frames (a multiple of 0.0625).", rich_help_panel=TRACKING)] = DEFAULTS.hop,
+    decoder: Annotated[
+        Decoder,
+        typer.Option("--decoder", help="weighted: CREPE's local average around the argmax; viterbi: torchcrepe's smoothing; argmax: the bin centre.", rich_help_panel=TRACKING),
+    ] = Decoder(DEFAULTS.decoder),
+    fmin: Annotated[float, typer.Option("--fmin", metavar="HZ", help="Lowest frequency considered (31.7 at least).", rich_help_panel=TRACKING)] = DEFAULTS.fmin,
+    fmax: Annotated[float, typer.Option("--fmax", metavar="HZ", help="Highest frequency considered (2006 at most).", rich_help_panel=TRACKING)] = DEFAULTS.fmax,
+    voicing_threshold: Annotated[
+        float,
+        typer.Option("--voicing-threshold", metavar="P", help="A frame is voiced when its confidence reaches P (0..1); 0 keeps every frame.", rich_help_panel=TRACKING),
+    ] = DEFAULTS.voicing_threshold,
+    silence_db: Annotated[
+        Optional[float],
+        typer.Option("--silence-db", parser=_optional_db, metavar="DB", help="Frames quieter than DB dBFS are unvoiced with confidence 0; none: no gating.", rich_help_panel=TRACKING),
+    ] = DEFAULTS.silence_db,
+    batch_size: Annotated[
+        Optional[int], typer.Option("--batch-size", metavar="N", help="Frames per forward pass. Default: by model size and device.", rich_help_panel=TRACKING)
+    ] = None,
+    output_format: Annotated[
+        Optional[PitchFormat],
+        typer.Option("--output-format", "-F", help="csv (time,frequency,confidence; 0 Hz when unvoiced) or json (with provenance). Default: from -o's extension, else csv.", rich_help_panel=OUTPUT, show_default=False),
+    ] = None,
+    output: OutputOpt = None,
+    output_dir: OutputDirOpt = None,
+    plot: Annotated[
+        Optional[Path],
+        typer.Option("--plot", metavar="FILE.png", help="Also draw the F0 contour over a spectrogram into FILE.png (one input; needs matplotlib).", rich_help_panel=OUTPUT),
+    ] = None,
+    json_out: JsonOpt = False,
+    device: DeviceOpt = Device.auto,
+    dtype: DtypeOpt = Dtype.auto,
+    fail_fast: FailFastOpt = False,
+    quiet: QuietOpt = False,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Track the pitch (F0) of monophonic audio with CREPE: CSV or JSON, one row per frame.
+
+    The CSV goes to stdout unless -o FILE or --output-dir DIR is given; '-' reads the audio from stdin. The default model is crepe-tiny; -m crepe-full is more accurate and about 30 times slower.
+
+    Several inputs run as a batch with the model loaded once: a file that fails is reported on one line and the batch goes on, then exits 1 (--fail-fast stops at the first failure).
+    """
+    sources = [*(files or []), *(audio or [])]
+    fmt, routes = _plan_outputs(sources, output_format, output, output_dir, json_out)
+    if plot is not None and len(sources) != 1:
+        raise typer.BadParameter(f"--plot draws one input, not {len(sources)}")
+    try:
+        options = PitchOptions(
+            hop=hop,
+            decoder=decoder.value,
+            fmin=fmin,
+            fmax=fmax,
+            voicing_threshold=voicing_threshold,
+            silence_db=silence_db,
+            batch_size=batch_size,
+        )
+    except InputError as e:  # a bad flag value, named in the message
+        raise typer.BadParameter(str(e)) from e
+    setup_logging(quiet, verbose)
+    if plot is not None:
+        from oasr.formats.pitch_plot import require_matplotlib
+
+        require_matplotlib()  # before any work: a missing extra is one line, exit 1
+
+    batch = _PitchBatch(sources, routes, fmt, plot, fail_fast)
+    batch.run(model, options, device.value, dtype.value, show_progress=not quiet and use_color(sys.stderr))
+    if batch.failed:
+        if len(sources) > 1:
+            typer.echo(f"oasr: {len(batch.failed)} of {len(sources)} file(s) failed: {', '.join(batch.failed)}", err=True)
+        raise typer.Exit(1)
+
+
+def _plan_outputs(sources, requested, output, output_dir, json_out) -> tuple[str, list[Path | None]]:
+    """The format, and for each source its output path (None: stdout)."""
+
+    def usage(message: str, hint: str | None = None) -> typer.BadParameter:
+        return typer.BadParameter(message, param_hint=hint)
+
+    if not sources:
+        raise usage("give at least one audio file (-f AUDIO, or -f - for stdin)")
+    if sources.count(DASH) > 1:
+        raise usage("stdin ('-') can be read only once")
+    fmt = requested.value if requested is not None else None
+    to_stdout = output is not None and str(output) == DASH
+    out_file = output if output is not None and not to_stdout else None
+    if out_file is not None and output_dir is not None:
+        raise usage("give -o FILE (one input) or --output-dir DIR (a batch), not both")
+    if json_out:
+        if out_file is not None or output_dir is not None:
+            raise usage("--json prints JSON on stdout; to write JSON files use -F json with -o or --output-dir")
+        if fmt not in (None, "json"):
+            raise usage("--json prints the JSON format; drop -F (or use -F json)")
+        fmt = "json"
+    if output_dir is not None:
+        fmt = fmt or "csv"
+        if output_dir.exists() and not output_dir.is_dir():
+            raise usage(f"{output_dir} exists and is not a directory", "'--output-dir'")
+        seen: dict[Path, str] = {}
+        routes: list[Path | None] = []
+        for src in sources:
+            path = output_dir / f"{'stdin' if src == DASH else Path(src).stem}.{fmt}"
+            if path in seen:
+                raise usage(f"{seen[path]} and {src} would both write {path}; process them separately")
+            seen[path] = src
+            routes.append(path)
+        return fmt, routes
+    if out_file is not None:
+        if len(sources) > 1:
+            raise usage(f"-o {out_file} takes one input, not {len(sources)}; use --output-dir DIR for a batch")
+        if out_file.is_dir():
+            raise usage(f"{out_file} is a directory; use --output-dir {out_file}", "'-o' / '--output'")
+        if fmt is None:
+            fmt = out_file.suffix.lower().lstrip(".")
+            if fmt not in FORMATS:
+                raise usage(f"cannot tell the format from {out_file.name!r}; add -F csv or -F json", "'-o' / '--output'")
+        return fmt, [out_file]
+    return fmt or "csv", [None for _ in sources]
+
+
+class _PitchBatch(_Batch):
+    """Transcribe's batch loop (cheap checks first, fatal model errors stop, others go on) for pitch."""
+
+    def __init__(self, sources: list[str], routes: list[Path | None], fmt: str, plot: Path | None, fail_fast: bool):
+        super().__init__(sources, [[(fmt, path)] for path in routes], None, fail_fast)
+        self.fmt = fmt
+        self.plot = plot
+
+    def run(self, model: str, options: PitchOptions, device: str, dtype: str, show_progress: bool) -> None:
+        from oasr.audio import STDIN, check_audio_path
+
+        pending = []
+        for src, targets in zip(self.sources, self.routes):
+            if src != STDIN:
+                try:
+                    check_audio_path(src)
+                except InputError as e:
+                    if self._fail(src, e):
+                        return
+                    continue
+            for _, path in targets:
+                if path is not None:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+            pending.append((src, targets))
+        if not pending:
+            return
+        with _progress(show_progress) as progress:
+            for src, targets in pending:
+                try:
+                    self._track(src, targets, model, options, device, dtype, progress)
+                except _fatal_errors():
+                    raise
+                except Exception as e:
+                    if self._fail(src, e):
+                        return
+
+    def _track(self, src, targets, model, options, device, dtype, progress) -> None:
+        import oasr
+        from oasr.audio import duration, load_audio
+        from oasr.formats.pitch import render_pitch
+        from oasr.fsutil import atomic_write_bytes, atomic_write_text
+
+        started = time.perf_counter()
+        samples = load_audio(src)
+        seconds = duration(samples)
+        with _file_progress(progress, src, seconds) as callback:
+            track = oasr.pitch(samples, model, options, device=device, dtype=dtype, progress=callback)
+        track = dataclasses.replace(track, source=src)
+        log.info("%s: %.1f s of audio in %.1f s, %d frame(s)", src, seconds, time.perf_counter() - started, len(track.times))
+        [(_, path)] = targets
+        if path is None:
+            self._print_track(src, track)
+        else:
+            atomic_write_text(path, render_pitch(track, self.fmt))
+            log.info("wrote %s", path)
+        if self.plot is not None:
+            from oasr.formats.pitch_plot import plot_png
+
+            atomic_write_bytes(self.plot, plot_png(track, samples))
+            log.info("wrote %s", self.plot)
+
+    def _print_track(self, src: str, track) -> None:
+        from oasr.formats.pitch import pitch_json, render_pitch
+
+        several = len(self.sources) > 1
+        if self.fmt == "json":  # several inputs: JSON Lines, one compact object per input
+            text = (pitch_json(track, indent=None) if several else pitch_json(track)) + "\n"
+        else:
+            text = render_pitch(track, self.fmt)
+            if several:
+                text = ("\n" if self._printed else "") + f"==> {src} <==\n" + text
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        self._printed += 1

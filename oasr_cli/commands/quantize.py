@@ -1,0 +1,82 @@
+"""oasr quantize SRC DST --scheme int8|int4"""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from ..options import ForceOpt, JsonOpt, QuietOpt, VerboseOpt
+from ..output import human_size, print_json, setup_logging
+
+
+class Scheme(str, Enum):
+    int8 = "int8"
+    int4 = "int4"
+
+
+def quantize(
+    src: Annotated[
+        str,
+        typer.Argument(help="A native bundle, a checkpoint directory, or a registry name (as -m takes).", metavar="SRC", show_default=False),
+    ],
+    dst: Annotated[Path, typer.Argument(help="The quantized bundle to write.", metavar="DST", show_default=False)],
+    scheme: Annotated[
+        Scheme,
+        typer.Option("--scheme", help="int8: per-output-channel; int4: groups of 128 along the input (token tables stay int8)."),
+    ] = Scheme.int8,
+    keep: Annotated[
+        Optional[list[str]],
+        typer.Option("--keep", help="Keep weights matching this fnmatch pattern in floating point; repeatable.", metavar="PATTERN", show_default=False),
+    ] = None,
+    verify: Annotated[
+        bool, typer.Option("--verify", help="Transcribe a clip with source and result; print logit cosine and WER change.")
+    ] = False,
+    verify_audio: Annotated[
+        Optional[Path],
+        typer.Option("--verify-audio", help="The clip for --verify (default: pyannote-audio's sample when installed).", metavar="AUDIO"),
+    ] = None,
+    json_out: JsonOpt = False,
+    force: ForceOpt = False,
+    quiet: QuietOpt = False,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Quantize a model's weights to int8 or int4 (a format-2 bundle): smaller, faster on CPU.
+
+    Atomic (a failed run leaves DST as it was) and idempotent (an up-to-date DST is skipped).
+    Architectures without validated rules are refused with the reason.
+    """
+    if verify_audio is not None and not verify:
+        raise typer.BadParameter("--verify-audio needs --verify", param_hint="--verify-audio")
+    setup_logging(quiet, verbose)
+    from oasr.quant.quantize import quantize as run_quantize
+    from oasr.quant.verify import verify as run_verify
+    from oasr.quant.verify import verify_clip
+
+    clip = verify_clip(verify_audio) if verify else None  # before anything is written
+    result = run_quantize(src, dst, scheme=scheme.value, keep=tuple(keep or ()), force=force)
+    if clip is not None:
+        result.verify = run_verify(Path(result.source), dst, clip).to_dict()
+    if json_out:
+        print_json(result.to_dict())
+    elif not quiet:
+        _print_result(result)
+
+
+def _print_result(r) -> None:
+    if r.status == "skipped":
+        typer.echo(f"skipped    {r.source} -> {r.destination} (up to date)")
+    else:
+        schemes = sorted(set(r.layers.values()))
+        typer.echo(
+            f"quantized  {r.source} -> {r.destination}: {r.architecture}, {len(r.layers)} layers "
+            f"({', '.join(schemes)}), {human_size(r.source_bytes)} -> {human_size(r.bytes)} "
+            f"({100 * r.ratio:.1f}%), {r.seconds:.1f} s"
+        )
+        if r.kept:
+            typer.echo(f"  kept in floating point: {', '.join(r.kept)}")
+    if r.verify is not None:
+        v = r.verify
+        typer.echo(f"  verify on {v['audio']}: logit cosine {v['cosine']:.5f}, WER change {100 * v['wer_change']:.1f} points")

