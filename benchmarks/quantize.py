@@ -18,7 +18,13 @@ seed 0) before every run. Each (engine, audio) runs in a fresh subprocess: the m
 timed, then one untimed warm-up on the first 5 s (oasr packs its integer weights on first use,
 so the warm-up includes that), then ``--repeat`` timed transcriptions; peak RSS is the
 subprocess's ``VmHWM`` at the end. Engines are interleaved over ``--runs`` rounds so a busy
-machine hurts them alike; medians are reported. Targets (issue 7, 2-core CPU): oasr-int8 at most
+machine hurts them alike; medians are reported.
+
+Every engine runs with ``OMP_WAIT_POLICY=PASSIVE`` (``--omp-wait-policy``): OpenMP workers sleep
+at a barrier instead of spinning. On a 2-core machine shared with other busy processes, torch's
+spinning workers take the timeslices its own next parallel region waits for (measured: oasr int8
+on jfk 8.6 s with the default policy, 1.9 s passive, 1.2 s on one thread); CTranslate2 is
+affected far less. Targets (issue 7, 2-core CPU): oasr-int8 at most
 1.0x fw-int8 wall time, and oasr-fp32 / oasr-int8 at least 1.5.
 """
 
@@ -126,7 +132,10 @@ def run_engine(engine: str, ct2: Path, bundle: Path | None, audio: Path, args) -
         "--audio", str(audio), "--threads", str(args.threads), "--beam-size", str(args.beam_size),
         "--repeat", str(args.repeat),
     ]
-    done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    if args.omp_wait_policy != "default":
+        env["OMP_WAIT_POLICY"] = args.omp_wait_policy
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if done.returncode != 0:
         raise SystemExit(f"{engine} failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -140,6 +149,8 @@ def main() -> None:
     p.add_argument("--beam-size", type=int, default=5)
     p.add_argument("--audio", default="jfk,sample")
     p.add_argument("--json", type=Path, help="write every measurement here")
+    p.add_argument("--omp-wait-policy", choices=("PASSIVE", "ACTIVE", "default"), default="PASSIVE",
+                   help="OMP_WAIT_POLICY of every engine's process (see the module docstring)")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--engine", help=argparse.SUPPRESS)
     p.add_argument("--ct2", help=argparse.SUPPRESS)
@@ -164,7 +175,8 @@ def main() -> None:
                     results.setdefault((audio_name, engine), []).append(r)
                     print(f"round {round_ + 1}: {audio_name:7s} {engine:10s} load {r['load']:5.2f} s  "
                           f"wall {statistics.median(r['wall']):6.2f} s  RSS {r['rss_mb']:4.0f} MB", file=sys.stderr)
-    print(f"\nWhisper base, threads {args.threads}, beam size {args.beam_size}, {args.runs} rounds x {args.repeat} timed runs; "
+    print(f"\nWhisper base, threads {args.threads}, beam size {args.beam_size}, {args.runs} rounds x {args.repeat} timed runs, "
+          f"OMP_WAIT_POLICY {args.omp_wait_policy}; "
           f"bundle bytes: fp32 {sizes['oasr-fp32'] / 1e6:.1f} MB, int8 {sizes['oasr-int8'] / 1e6:.1f} MB "
           f"({100 * sizes['oasr-int8'] / sizes['oasr-fp32']:.1f}%)")
     print("targets: oasr-int8 / fw-int8 <= 1.0 (wall), oasr-fp32 / oasr-int8 >= 1.5 (speed-up)")

@@ -307,3 +307,20 @@ def test_cuda_dequantises_on_the_fly(tiny_int8):
     assert loaded.model.encoder.blocks[0].attn.query._packed is None
     assert loaded.model.encoder.blocks[0].attn.query.weight.dtype == torch.int8
     assert _cosine(_logits(tiny_int8), _logits(loaded).cpu()) >= 0.999
+
+
+def test_verify_clip_default_is_the_installed_pyannote_sample(tmp_path, monkeypatch):
+    import importlib.machinery
+
+    from oasr.quant import verify
+
+    monkeypatch.setattr("importlib.util.find_spec", lambda name: None)
+    with pytest.raises(oasr.InputError, match="pass --verify-audio FILE"):
+        verify.verify_clip(None)
+    package = tmp_path / "pyannote" / "audio"
+    (package / "sample").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "sample" / "sample.wav").write_bytes(b"RIFF")
+    spec = importlib.machinery.ModuleSpec("pyannote.audio", None, origin=str(package / "__init__.py"))
+    monkeypatch.setattr("importlib.util.find_spec", lambda name: spec if name == "pyannote.audio" else None)
+    assert verify.verify_clip(None) == package / "sample" / "sample.wav"

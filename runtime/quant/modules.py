@@ -14,7 +14,6 @@ bundle; the prepacked copy is not part of it.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import logging
 import warnings
@@ -67,9 +66,6 @@ def _int8_linear(x: Tensor, packed, out_features: int) -> Tensor:
     window) go in blocks of rows so the scaled copy stays small.
     """
     rows = x.reshape(-1, x.shape[-1]).float()
-    if rows.shape[0] <= _SERIAL_ROWS:
-        with _one_thread():
-            return _int8_rows(rows, packed).view(*x.shape[:-1], out_features)
     if rows.shape[0] <= _BLOCK_ROWS:
         return _int8_rows(rows, packed).view(*x.shape[:-1], out_features)
     y = torch.empty(rows.shape[0], out_features)
@@ -86,17 +82,6 @@ def _int8_rows(rows: Tensor, packed) -> Tensor:
 
 _PENDING = object()  # the integer kernel is wanted; the weight is packed on the first call
 _BLOCK_ROWS = 256
-_SERIAL_ROWS = 8
-
-
-@contextlib.contextmanager
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
 
 
 class _Quantized(nn.Module):
