@@ -324,3 +324,10 @@ def test_verify_clip_default_is_the_installed_pyannote_sample(tmp_path, monkeypa
     spec = importlib.machinery.ModuleSpec("pyannote.audio", None, origin=str(package / "__init__.py"))
     monkeypatch.setattr("importlib.util.find_spec", lambda name: spec if name == "pyannote.audio" else None)
     assert verify.verify_clip(None) == package / "sample" / "sample.wav"
+
+
+def test_foreign_source_is_converted_first(tmp_path):
+    src = write_openai_pt(tmp_path / "tiny.pt", **DIMS)
+    result = oasr.quantize(src, tmp_path / "q", scheme="int8")
+    assert result.status == "quantized" and bundle.is_bundle(result.source)  # the cached conversion
+    assert bundle.read_config(tmp_path / "q").quantization["source"] == str(src)

@@ -29,7 +29,7 @@ def quantize(
     ] = Scheme.int8,
     keep: Annotated[
         Optional[list[str]],
-        typer.Option("--keep", help="Keep weights matching this fnmatch pattern in floating point; repeatable.", metavar="PATTERN", show_default=False),
+        typer.Option("--keep", help="Keep weights whose name matches this fnmatch pattern in floating point.", metavar="PATTERN", show_default=False),
     ] = None,
     verify: Annotated[
         bool, typer.Option("--verify", help="Transcribe a clip with source and result; print logit cosine and WER change.")

@@ -35,7 +35,7 @@ Progress = Callable[[float, float], None]
 
 # Frames per forward pass when options.batch_size is None: large enough to keep the convolutions
 # in big matrix products, small enough that layer 1's output ([batch, C, 257] floats) stays modest.
-DEFAULT_BATCH = {("cpu", "tiny"): 512, ("cpu", "full"): 64, ("cuda", "tiny"): 4096, ("cuda", "full"): 1024}
+DEFAULT_BATCH = {("cpu", "tiny"): 1024, ("cpu", "full"): 64, ("cuda", "tiny"): 4096, ("cuda", "full"): 1024}
 LEVEL_FLOOR = 1e-20  # power floor before the log: digital silence is -200 dBFS, not -inf
 
 

@@ -2,11 +2,11 @@
 
 On the CPU the weight goes once, on the layer's first call (loading only maps the file), into
 an fbgemm/oneDNN prepacked int8 matrix (``torch.ops.quantized.linear_prepack``); each call
-quantizes the activations dynamically to uint8 and multiplies in integers (``linear_dynamic``). int4 weights are unpacked and requantized
-per output channel to int8 for that kernel (torch's own int4 CPU kernel,
-``_weight_int4pack_mm_for_cpu``, measured 30-80x slower than this on these shapes). Without
-such a kernel (CUDA, or a CPU build without it) each call dequantises the weight into the
-activation dtype and runs a float GEMM.
+quantizes the activations dynamically to uint8 and multiplies in integers
+(``linear_dynamic``). int4 weights are unpacked and requantized per output channel to int8 for
+that kernel (torch's own int4 CPU kernel, ``_weight_int4pack_mm_for_cpu``, measured 30-80x
+slower than an fp32 GEMM on Whisper base's shapes). Without such a kernel (CUDA, or a CPU build
+without it) each call dequantises the weight into the activation dtype and runs a float GEMM.
 
 The stored tensors (``weight``, ``weight_scale``) stay buffers in the state dict as read from the
 bundle; the prepacked copy is not part of it.
@@ -58,10 +58,9 @@ def _prepack(q: Tensor, scale: Tensor):
 def _int8_linear(x: Tensor, packed, out_features: int) -> Tensor:
     """x [..., in] -> x W^T [..., out] fp32 through the integer kernel, activations quantized per row.
 
-    The kernel quantizes its whole input with one scale; a row with outliers (Whisper's
-    start-of-transcript position carries far larger activations than the others) would then
-    leave the other rows a few levels (Whisper base's logit cosine on jfk: 0.998 this way,
-    0.9999 per row). Scaling each row to unit peak first, and back after, makes that one scale
+    The kernel quantizes its whole input with one scale, so the rows (token positions) with the
+    smallest range get the fewest levels; Whisper's rows differ several-fold (base's decoder
+    logit cosine on jfk: 0.998 with one scale, 0.9999 per row). Scaling each row to unit peak first, and back after, makes that one scale
     a per-row one; the product is linear, so only the rounding changes. Long inputs (an encoder
     window) go in blocks of rows so the scaled copy stays small.
     """
