@@ -34,8 +34,8 @@ from ..options import (
     QuietOpt,
     VerboseOpt,
 )
+from ..batch import Batch, file_progress, plan_single_format
 from ..output import setup_logging, use_color
-from .transcribe import _Batch, _fatal_errors, _file_progress, _progress
 
 log = logging.getLogger("oasr")
 
@@ -46,7 +46,6 @@ Decoder = Enum("Decoder", {name: name for name in PITCH_DECODERS}, type=str)
 
 TRACKING = "Tracking"
 OUTPUT = "Output"
-DASH = "-"
 
 
 def _optional_db(text: Any) -> float | None:
@@ -131,132 +130,53 @@ def pitch(
 
         require_matplotlib()  # before any work: a missing extra is one line, exit 1
 
-    batch = _PitchBatch(sources, routes, fmt, plot, fail_fast)
-    batch.run(model, options, device.value, dtype.value, show_progress=not quiet and use_color(sys.stderr))
-    if batch.failed:
-        if len(sources) > 1:
-            typer.echo(f"oasr: {len(batch.failed)} of {len(sources)} file(s) failed: {', '.join(batch.failed)}", err=True)
-        raise typer.Exit(1)
+    batch = _PitchBatch(sources, routes, fmt, plot, fail_fast, model, options, device.value, dtype.value)
+    batch.run(show_progress=not quiet and use_color(sys.stderr))
+    batch.exit_if_failed()
 
 
-def _plan_outputs(sources, requested, output, output_dir, json_out) -> tuple[str, list[Path | None]]:
-    """The format, and for each source its output path (None: stdout)."""
+def _plan_outputs(sources, requested, output, output_dir, json_out):
+    def from_suffix(path: Path) -> str | None:
+        suffix = path.suffix.lower().lstrip(".")
+        return suffix if suffix in FORMATS else None
 
-    def usage(message: str, hint: str | None = None) -> typer.BadParameter:
-        return typer.BadParameter(message, param_hint=hint)
-
-    if not sources:
-        raise usage("give at least one audio file (-f AUDIO, or -f - for stdin)")
-    if sources.count(DASH) > 1:
-        raise usage("stdin ('-') can be read only once")
-    fmt = requested.value if requested is not None else None
-    to_stdout = output is not None and str(output) == DASH
-    out_file = output if output is not None and not to_stdout else None
-    if out_file is not None and output_dir is not None:
-        raise usage("give -o FILE (one input) or --output-dir DIR (a batch), not both")
-    if json_out:
-        if out_file is not None or output_dir is not None:
-            raise usage("--json prints JSON on stdout; to write JSON files use -F json with -o or --output-dir")
-        if fmt not in (None, "json"):
-            raise usage("--json prints the JSON format; drop -F (or use -F json)")
-        fmt = "json"
-    if output_dir is not None:
-        fmt = fmt or "csv"
-        if output_dir.exists() and not output_dir.is_dir():
-            raise usage(f"{output_dir} exists and is not a directory", "'--output-dir'")
-        seen: dict[Path, str] = {}
-        routes: list[Path | None] = []
-        for src in sources:
-            path = output_dir / f"{'stdin' if src == DASH else Path(src).stem}.{fmt}"
-            if path in seen:
-                raise usage(f"{seen[path]} and {src} would both write {path}; process them separately")
-            seen[path] = src
-            routes.append(path)
-        return fmt, routes
-    if out_file is not None:
-        if len(sources) > 1:
-            raise usage(f"-o {out_file} takes one input, not {len(sources)}; use --output-dir DIR for a batch")
-        if out_file.is_dir():
-            raise usage(f"{out_file} is a directory; use --output-dir {out_file}", "'-o' / '--output'")
-        if fmt is None:
-            fmt = out_file.suffix.lower().lstrip(".")
-            if fmt not in FORMATS:
-                raise usage(f"cannot tell the format from {out_file.name!r}; add -F csv or -F json", "'-o' / '--output'")
-        return fmt, [out_file]
-    return fmt or "csv", [None for _ in sources]
+    return plan_single_format(
+        sources, requested.value if requested is not None else None, formats=FORMATS, default="csv",
+        output=output, output_dir=output_dir, json_out=json_out, from_suffix=from_suffix,
+    )
 
 
-class _PitchBatch(_Batch):
-    """Transcribe's batch loop (cheap checks first, fatal model errors stop, others go on) for pitch."""
+class _PitchBatch(Batch):
+    """Track each input; ``oasr.pitch`` keeps the model loaded between inputs. An optional plot for one input."""
 
-    def __init__(self, sources: list[str], routes: list[Path | None], fmt: str, plot: Path | None, fail_fast: bool):
-        super().__init__(sources, [[(fmt, path)] for path in routes], None, fail_fast)
-        self.fmt = fmt
-        self.plot = plot
+    def __init__(self, sources, routes, fmt: str, plot: Path | None, fail_fast: bool, model: str, options: PitchOptions, device: str, dtype: str):
+        super().__init__(sources, routes, fail_fast)
+        self.fmt, self.plot = fmt, plot
+        self.model_label, self.options, self.device, self.dtype = model, options, device, dtype
 
-    def run(self, model: str, options: PitchOptions, device: str, dtype: str, show_progress: bool) -> None:
-        from oasr.audio import STDIN, check_audio_path
-
-        pending = []
-        for src, targets in zip(self.sources, self.routes):
-            if src != STDIN:
-                try:
-                    check_audio_path(src)
-                except InputError as e:
-                    if self._fail(src, e):
-                        return
-                    continue
-            for _, path in targets:
-                if path is not None:
-                    path.parent.mkdir(parents=True, exist_ok=True)
-            pending.append((src, targets))
-        if not pending:
-            return
-        with _progress(show_progress) as progress:
-            for src, targets in pending:
-                try:
-                    self._track(src, targets, model, options, device, dtype, progress)
-                except _fatal_errors():
-                    raise
-                except Exception as e:
-                    if self._fail(src, e):
-                        return
-
-    def _track(self, src, targets, model, options, device, dtype, progress) -> None:
+    def process(self, src: str, route, progress) -> None:
         import oasr
         from oasr.audio import duration, load_audio
-        from oasr.formats.pitch import render_pitch
+        from oasr.formats.pitch import pitch_json, render_pitch
         from oasr.fsutil import atomic_write_bytes, atomic_write_text
 
         started = time.perf_counter()
         samples = load_audio(src)
         seconds = duration(samples)
-        with _file_progress(progress, src, seconds) as callback:
-            track = oasr.pitch(samples, model, options, device=device, dtype=dtype, progress=callback)
+        with file_progress(progress, src, seconds) as callback:
+            track = oasr.pitch(samples, self.model_label, self.options, device=self.device, dtype=self.dtype, progress=callback)
         track = dataclasses.replace(track, source=src)
         log.info("%s: %.1f s of audio in %.1f s, %d frame(s)", src, seconds, time.perf_counter() - started, len(track.times))
-        [(_, path)] = targets
-        if path is None:
-            self._print_track(src, track)
-        else:
+        [(_, path)] = route
+        if path is not None:
             atomic_write_text(path, render_pitch(track, self.fmt))
             log.info("wrote %s", path)
+        elif self.fmt == "json":  # several inputs: JSON Lines, one compact object per input
+            self.emit(src, pitch_json(track, indent=None if len(self.sources) > 1 else 2) + "\n", header=False)
+        else:
+            self.emit(src, render_pitch(track, self.fmt))
         if self.plot is not None:
             from oasr.formats.pitch_plot import plot_png
 
             atomic_write_bytes(self.plot, plot_png(track, samples))
             log.info("wrote %s", self.plot)
-
-    def _print_track(self, src: str, track) -> None:
-        from oasr.formats.pitch import pitch_json, render_pitch
-
-        several = len(self.sources) > 1
-        if self.fmt == "json":  # several inputs: JSON Lines, one compact object per input
-            text = (pitch_json(track, indent=None) if several else pitch_json(track)) + "\n"
-        else:
-            text = render_pitch(track, self.fmt)
-            if several:
-                text = ("\n" if self._printed else "") + f"==> {src} <==\n" + text
-        sys.stdout.write(text)
-        sys.stdout.flush()
-        self._printed += 1

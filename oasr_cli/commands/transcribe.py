@@ -7,12 +7,10 @@ batch behaviour (go on past a bad file, summarise, exit 1) and the progress bar.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 import sys
 import time
-import traceback
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -23,7 +21,7 @@ from oasr.errors import InputError, OasrError
 from oasr.formats import FORMATS
 from oasr.options import TASKS, VAD_KINDS, TranscribeOptions
 
-from ..errors import debug_enabled, report
+from ..batch import DASH, Batch, file_progress, usage
 from ..options import (
     AudioFilesOpt,
     Device,
@@ -51,7 +49,6 @@ Vad = Enum("Vad", {name: name for name in VAD_KINDS}, type=str)
 DECODING = "Decoding"
 TIMESTAMPS = "Timestamps"
 OUTPUT = "Output"
-DASH = "-"  # stdin as an input, stdout as -o
 
 
 # --- flag parsers ---------------------------------------------------------------------------------
@@ -243,32 +240,24 @@ def transcribe(
     from oasr.formats import WriterOptions
 
     writer_options = WriterOptions(max_line_width, max_line_count, highlight_words)
-    batch = _Batch(sources, routes, writer_options, fail_fast)
-    batch.run(model, options, device.value, dtype.value, show_progress=not quiet and use_color(sys.stderr))
-    if batch.failed:
-        if len(sources) > 1:
-            names = ", ".join(batch.failed)
-            typer.echo(f"oasr: {len(batch.failed)} of {len(sources)} file(s) failed: {names}", err=True)
-        raise typer.Exit(1)
+    batch = _TranscribeBatch(sources, routes, writer_options, fail_fast, model, options, device.value, dtype.value)
+    batch.run(show_progress=not quiet and use_color(sys.stderr))
+    batch.exit_if_failed()
 
 
 # --- flag checks (usage errors, exit 2) -------------------------------------------------------------
-
-
-def _usage(message: str, hint: str | None = None) -> typer.BadParameter:
-    return typer.BadParameter(message, param_hint=hint)
 
 
 def _options(**fields: Any) -> TranscribeOptions:
     try:
         return TranscribeOptions(**fields)
     except InputError as e:  # a bad flag value, named in the message
-        raise _usage(str(e)) from e
+        raise usage(str(e)) from e
 
 
 def _temperatures(start: float, increment: float | None) -> tuple[float, ...]:
     if increment is not None and increment < 0:
-        raise _usage("must be positive (or 0 / none: no fallback)", "'--temperature-increment-on-fallback'")
+        raise usage("must be positive (or 0 / none: no fallback)", "'--temperature-increment-on-fallback'")
     return temperature_schedule(start, increment)
 
 
@@ -277,15 +266,15 @@ def _check_writer_flags(formats: list[str], width, count, highlight: bool, word_
 
     for flag, value in (("--max-line-width", width), ("--max-line-count", count), ("--highlight-words", highlight)):
         if value and not any(f in SUBTITLE_FORMATS for f in formats):
-            raise _usage(f"{flag} applies to srt and vtt output; add -F srt or -F vtt (or -o FILE.srt)")
+            raise usage(f"{flag} applies to srt and vtt output; add -F srt or -F vtt (or -o FILE.srt)")
     if width is not None and width < 1:
-        raise _usage("must be at least 1", "'--max-line-width'")
+        raise usage("must be at least 1", "'--max-line-width'")
     if count is not None and count < 1:
-        raise _usage("must be at least 1", "'--max-line-count'")
+        raise usage("must be at least 1", "'--max-line-count'")
     if count is not None and width is None:
-        raise _usage("--max-line-count needs --max-line-width (lines are cut at that width)")
+        raise usage("--max-line-count needs --max-line-width (lines are cut at that width)")
     if highlight and not word_timestamps:
-        raise _usage("--highlight-words needs --word-timestamps")
+        raise usage("--highlight-words needs --word-timestamps")
 
 
 def _expand(requested: list[Any] | None) -> list[str]:
@@ -303,25 +292,25 @@ def _plan_outputs(sources, requested, output, output_dir, json_out) -> tuple[lis
     from oasr.formats import extension, format_from_suffix
 
     if not sources:
-        raise _usage("give at least one audio file (-f AUDIO, or -f - for stdin)")
+        raise usage("give at least one audio file (-f AUDIO, or -f - for stdin)")
     if sources.count(DASH) > 1:
-        raise _usage("stdin ('-') can be read only once")
+        raise usage("stdin ('-') can be read only once")
     formats = _expand(requested)
     to_stdout = output is not None and str(output) == DASH
     out_file = output if output is not None and not to_stdout else None
     if out_file is not None and output_dir is not None:
-        raise _usage("give -o FILE (one input) or --output-dir DIR (a batch), not both")
+        raise usage("give -o FILE (one input) or --output-dir DIR (a batch), not both")
     if json_out:
         if out_file is not None or output_dir is not None:
-            raise _usage("--json prints JSON on stdout; to write JSON files use -F json with -o or --output-dir")
+            raise usage("--json prints JSON on stdout; to write JSON files use -F json with -o or --output-dir")
         if formats and formats != ["json"]:
-            raise _usage("--json prints the JSON format; drop -F (or use -F json)")
+            raise usage("--json prints the JSON format; drop -F (or use -F json)")
         formats = ["json"]
 
     if output_dir is not None:
         formats = formats or ["txt"]
         if output_dir.exists() and not output_dir.is_dir():
-            raise _usage(f"{output_dir} exists and is not a directory", "'--output-dir'")
+            raise usage(f"{output_dir} exists and is not a directory", "'--output-dir'")
         seen: dict[Path, str] = {}
         routes = []
         for src in sources:
@@ -329,20 +318,20 @@ def _plan_outputs(sources, requested, output, output_dir, json_out) -> tuple[lis
             targets = [(f, output_dir / f"{stem}.{extension(f)}") for f in formats]
             for _, path in targets:
                 if path in seen:
-                    raise _usage(f"{seen[path]} and {src} would both write {path}; process them separately")
+                    raise usage(f"{seen[path]} and {src} would both write {path}; process them separately")
                 seen[path] = src
             routes.append(targets)
         return formats, routes
 
     if out_file is not None:
         if len(sources) > 1:
-            raise _usage(f"-o {out_file} takes one input, not {len(sources)}; use --output-dir DIR for a batch")
+            raise usage(f"-o {out_file} takes one input, not {len(sources)}; use --output-dir DIR for a batch")
         if out_file.is_dir():
-            raise _usage(f"{out_file} is a directory; use --output-dir {out_file}", "'-o' / '--output'")
+            raise usage(f"{out_file} is a directory; use --output-dir {out_file}", "'-o' / '--output'")
         if not formats:
             guessed = format_from_suffix(out_file)
             if guessed is None:
-                raise _usage(f"cannot tell the format from {out_file.name!r}; add -F {'|'.join(FORMATS)}", "'-o' / '--output'")
+                raise usage(f"cannot tell the format from {out_file.name!r}; add -F {'|'.join(FORMATS)}", "'-o' / '--output'")
             formats = [guessed]
         if len(formats) == 1:
             return formats, [[(formats[0], out_file)]]
@@ -351,76 +340,40 @@ def _plan_outputs(sources, requested, output, output_dir, json_out) -> tuple[lis
 
     formats = formats or ["txt"]
     if len(formats) > 1:
-        raise _usage("several output formats (-F all) need --output-dir DIR, or -o FILE for one input")
+        raise usage("several output formats (-F all) need --output-dir DIR, or -o FILE for one input")
     return formats, [[(formats[0], None)] for _ in sources]
 
 
 # --- the batch --------------------------------------------------------------------------------------
 
 
-def _fatal_errors() -> tuple[type[BaseException], ...]:
-    """Errors about the model or the options, not the file: the whole batch stops."""
-    from oasr.errors import BundleError, CapabilityError, ConversionError, DetectionError, LoadError
+class _TranscribeBatch(Batch):
+    """Transcribe each input with one model; several formats per input may be written."""
 
-    return (BundleError, CapabilityError, ConversionError, DetectionError, LoadError)
-
-
-class _Batch:
-    """Decode, transcribe and write each input in turn; ``failed`` lists the inputs that failed."""
-
-    def __init__(self, sources: list[str], routes, writer_options, fail_fast: bool):
-        self.sources = sources
-        self.routes = routes  # per source: [(format, path, or None for stdout), ...]
+    def __init__(self, sources, routes, writer_options, fail_fast: bool, model: str, options: TranscribeOptions, device: str, dtype: str):
+        super().__init__(sources, routes, fail_fast)
         self.writer_options = writer_options
-        self.fail_fast = fail_fast
-        self.failed: list[str] = []
-        self._printed = 0  # transcripts printed on stdout so far
+        self.model_label, self.options, self.device, self.dtype = model, options, device, dtype
 
-    def run(self, model: str, options: TranscribeOptions, device: str, dtype: str, show_progress: bool) -> None:
-        # The cheap checks first, so a typo does not wait for the model to load.
-        from oasr.audio import STDIN, check_audio_path
-
-        pending = []
-        for src, targets in zip(self.sources, self.routes):
-            if src != STDIN:
-                try:
-                    check_audio_path(src)
-                except InputError as e:
-                    if self._fail(src, e):
-                        return
-                    continue
-            for _, path in targets:
-                if path is not None and not path.parent.is_dir():
-                    path.parent.mkdir(parents=True, exist_ok=True)
-            pending.append((src, targets))
-        if not pending:
-            return
+    def prepare(self) -> None:
         self._pipeline = _pipeline()
-        self._model_label = model
-        loaded = _load_model(model, device, dtype)
-        with _progress(show_progress) as progress:
-            for src, targets in pending:
-                try:
-                    transcript = self._transcribe(src, loaded, options, device, dtype, progress)
-                    self._write(src, transcript, targets)
-                except _fatal_errors():
-                    raise
-                except Exception as e:
-                    if self._fail(src, e):
-                        return
+        self._model = _load_model(self.model_label, self.device, self.dtype)
 
-    def _transcribe(self, src, model, options, device, dtype, progress):
+    def process(self, src: str, route, progress) -> None:
+        self._write(src, self._transcribe(src, progress), route)
+
+    def _transcribe(self, src, progress):
         from oasr.audio import duration, load_audio
 
         started = time.perf_counter()
         samples = load_audio(src)
         seconds = duration(samples)
-        with _file_progress(progress, src, seconds) as callback:
-            transcript = self._pipeline(samples, model, options, device=device, dtype=dtype, progress=callback)
+        with file_progress(progress, src, seconds) as callback:
+            transcript = self._pipeline(samples, self._model, self.options, device=self.device, dtype=self.dtype, progress=callback)
         if not transcript.source:
             transcript = dataclasses.replace(transcript, source=src)
         if transcript.provenance is not None:  # loaded here: name the model as the user gave it
-            transcript = dataclasses.replace(transcript, provenance=dataclasses.replace(transcript.provenance, model=self._model_label))
+            transcript = dataclasses.replace(transcript, provenance=dataclasses.replace(transcript.provenance, model=self.model_label))
         detected = "" if transcript.language_probability is None else f" (detected, p={transcript.language_probability:.2f})"
         log.info(
             "%s: %.1f s of audio in %.1f s, language %s%s, %d segment(s)",
@@ -428,45 +381,19 @@ class _Batch:
         )
         return transcript
 
-    def _write(self, src: str, transcript, targets) -> None:
-        from oasr.formats import render
-        from oasr.fsutil import atomic_write_text
-
-        for fmt, path in targets:
-            if path is None:
-                self._print(src, fmt, transcript)
-                continue
-            atomic_write_text(path, render(transcript, fmt, self.writer_options))
-            log.info("wrote %s", path)
-
-    def _print(self, src: str, fmt: str, transcript) -> None:
+    def _write(self, src: str, transcript, route) -> None:
         from oasr.formats import render
         from oasr.formats.text import transcript_json
+        from oasr.fsutil import atomic_write_text
 
-        several = len(self.sources) > 1
-        if fmt == "json":  # one object; several inputs: JSON Lines, one compact object per input
-            text = transcript_json(transcript, indent=None if several else 2) + "\n"
-        else:
-            text = render(transcript, fmt, self.writer_options)
-            if several:
-                text = ("\n" if self._printed else "") + f"==> {src} <==\n" + text
-        sys.stdout.write(text)
-        sys.stdout.flush()
-        self._printed += 1
-
-    def _fail(self, src: str, exc: BaseException) -> bool:
-        """Report a failed input on one line; True when the batch stops here (--fail-fast)."""
-        self.failed.append(src)
-        if isinstance(exc, (OasrError, OSError)):
-            if debug_enabled():
-                traceback.print_exception(exc, file=sys.stderr)
-            message = " ".join(str(exc).split()) or type(exc).__name__
-            if src not in message:
-                message = f"{src}: {message}"
-            print(f"oasr: error: {message}", file=sys.stderr)
-        else:
-            report(exc)  # "internal error: ..." with the OASR_DEBUG hint
-        return self.fail_fast
+        for fmt, path in route:
+            if path is not None:
+                atomic_write_text(path, render(transcript, fmt, self.writer_options))
+                log.info("wrote %s", path)
+            elif fmt == "json":  # one object; several inputs: JSON Lines, one compact object per input
+                self.emit(src, transcript_json(transcript, indent=None if len(self.sources) > 1 else 2) + "\n", header=False)
+            else:
+                self.emit(src, render(transcript, fmt, self.writer_options))
 
 
 def _pipeline():
@@ -488,62 +415,3 @@ def _load_model(spec: str, device: str, dtype: str):
 
     log.info("loading %s (device %s, dtype %s)", spec, device, dtype)
     return oasr.load_pretrained(spec, device=device, dtype=dtype)
-
-
-# --- progress -----------------------------------------------------------------------------------
-
-
-class _RichProgress:
-    """A rich progress bar on stderr, in seconds of audio, one line per file."""
-
-    def __init__(self):
-        from rich.console import Console
-        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-
-        self._progress = Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            TextColumn("{task.completed:.1f}/{task.total:.1f} s"),
-            TimeElapsedColumn(),
-            TimeRemainingColumn(),
-            console=Console(stderr=True),
-            transient=True,
-        )
-
-    def __enter__(self):
-        self._progress.__enter__()
-        return self
-
-    def __exit__(self, *exc):
-        return self._progress.__exit__(*exc)
-
-    @contextlib.contextmanager
-    def task(self, name: str, total: float):
-        """A bar for one file while the block runs; yields the ``progress(done, total)`` callback."""
-        task_id = self._progress.add_task(Path(name).name if name != DASH else "stdin", total=max(total, 1e-3))
-
-        def update(done: float, total_seconds: float | None = None) -> None:
-            if total_seconds:
-                self._progress.update(task_id, total=total_seconds)
-            self._progress.update(task_id, completed=done)
-
-        try:
-            yield update
-        finally:
-            self._progress.remove_task(task_id)
-
-
-class _NoProgress:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
-
-
-def _progress(enabled: bool):
-    return _RichProgress() if enabled else _NoProgress()
-
-
-def _file_progress(progress: _RichProgress | None, name: str, total: float):
-    return progress.task(name, total) if progress is not None else contextlib.nullcontext(None)
