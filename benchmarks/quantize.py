@@ -20,11 +20,12 @@ so the warm-up includes that), then ``--repeat`` timed transcriptions; peak RSS 
 subprocess's ``VmHWM`` at the end. Engines are interleaved over ``--runs`` rounds so a busy
 machine hurts them alike; medians are reported.
 
-Every engine runs with ``OMP_WAIT_POLICY=PASSIVE`` (``--omp-wait-policy``): OpenMP workers sleep
-at a barrier instead of spinning. On a 2-core machine shared with other busy processes, torch's
-spinning workers take the timeslices its own next parallel region waits for (measured: oasr int8
-on jfk 8.6 s with the default policy, 1.9 s passive, 1.2 s on one thread); CTranslate2 is
-affected far less. Targets (issue 7, 2-core CPU): oasr-int8 at most
+``--omp-wait-policy PASSIVE`` runs every engine with ``OMP_WAIT_POLICY=PASSIVE`` (OpenMP
+workers sleep at a barrier instead of spinning). On a 2-core machine shared with other busy
+processes torch's spinning workers take the timeslices its own next parallel region waits for
+(measured: oasr int8 on jfk 8.6 s with the default policy, 1.9 s passive, 1.2 s on one thread,
+faster-whisper 2.6-3.7 s either way); on an idle machine passive costs oasr about 30%, so the
+default leaves the policy alone. Targets (issue 7, 2-core CPU): oasr-int8 at most
 1.0x fw-int8 wall time, and oasr-fp32 / oasr-int8 at least 1.5.
 """
 
@@ -149,7 +150,7 @@ def main() -> None:
     p.add_argument("--beam-size", type=int, default=5)
     p.add_argument("--audio", default="jfk,sample")
     p.add_argument("--json", type=Path, help="write every measurement here")
-    p.add_argument("--omp-wait-policy", choices=("PASSIVE", "ACTIVE", "default"), default="PASSIVE",
+    p.add_argument("--omp-wait-policy", choices=("PASSIVE", "ACTIVE", "default"), default="default",
                    help="OMP_WAIT_POLICY of every engine's process (see the module docstring)")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--engine", help=argparse.SUPPRESS)

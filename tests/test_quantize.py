@@ -178,7 +178,7 @@ def test_load_swaps_in_quantized_modules(tiny_int8):
     assert isinstance(model.encoder.blocks[0].attn.query, QuantLinear)
     assert isinstance(model.decoder.token_embedding, QuantEmbedding)
     state = model.state_dict()
-    assert state["encoder.blocks[0].attn.query.weight".replace("[0]", ".0")].dtype == torch.int8
+    assert state["encoder.blocks.0.attn.query.weight"].dtype == torch.int8
     assert state["encoder.blocks.0.attn.query.weight_scale"].dtype == torch.float32  # never cast
     assert state["encoder.blocks.0.attn.query.bias"].dtype == torch.bfloat16  # --dtype: the float parts
     assert state["encoder.conv1.weight"].dtype == torch.bfloat16
@@ -331,3 +331,14 @@ def test_foreign_source_is_converted_first(tmp_path):
     result = oasr.quantize(src, tmp_path / "q", scheme="int8")
     assert result.status == "quantized" and bundle.is_bundle(result.source)  # the cached conversion
     assert bundle.read_config(tmp_path / "q").quantization["source"] == str(src)
+
+
+def test_every_architecture_is_validated_or_refused_with_a_reason():
+    from oasr.registry import architectures, model_entry
+
+    for name in architectures():
+        cls = model_entry(name).model_cls
+        if name == "whisper":  # validated: test_quantize_base.py
+            assert cls.quant_refusal is None
+        else:
+            assert isinstance(cls.quant_refusal, str) and len(cls.quant_refusal) > 20, name
