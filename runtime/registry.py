@@ -210,19 +210,22 @@ def materialize_model(
     device: torch.device,
     dtype: torch.dtype,
     quantization: QuantizationSpec | None = None,
+    skeleton: OasrModel | None = None,
 ) -> OasrModel:
     """Assign checked tensors to a meta-built model: cast on the host, then move to the device.
 
     With ``quantization`` (a format-2 bundle) the listed layers become quantized modules before
     the assignment, so integer weights and their fp32 scales land in integer slots, uncast; the
-    float parts take ``dtype`` as usual.
+    float parts take ``dtype`` as usual. ``skeleton``: the meta model ``check_weights`` used
+    (quantized layers already swapped in), reused rather than built a second time.
     """
-    model = meta_model(architecture, config)
+    model = skeleton if skeleton is not None else meta_model(architecture, config)
     exact: set[str] = set()
     if quantization is not None:
         from .quant.layers import check_dtypes, stored_names, swap_quantized
 
-        swap_quantized(model, quantization)
+        if skeleton is None:
+            swap_quantized(model, quantization)
         check_dtypes(model, tensors)
         exact = stored_names(quantization)
     with torch_single_threaded():

@@ -133,7 +133,8 @@ def load_pretrained(
         for note in converted.notes:
             log.warning("%s", note)
         arch, config = converted.architecture, converted.model_config
-        tensors, report = check_weights(meta_model(arch, config), converted.state_dict, converter_cls)
+        skeleton = meta_model(arch, config)
+        tensors, report = check_weights(skeleton, converted.state_dict, converter_cls)
         tok_files = converted.tokenizer_files
         specs = (converted.tokenizer, converted.features, converted.decoding, converted.provenance, converted.aux)
     floats = tensors
@@ -143,7 +144,9 @@ def load_pretrained(
         exact = stored_names(quantization)
         floats = {k: v for k, v in tensors.items() if k not in exact}
     torch_dtype = resolve_dtype(dtype, target, check_tensor_dtypes(floats))
-    model = materialize_model(arch, config, tensors, device=target, dtype=torch_dtype, quantization=quantization)
+    model = materialize_model(
+        arch, config, tensors, device=target, dtype=torch_dtype, quantization=quantization, skeleton=skeleton
+    )
     tokenizer, features, decoding, provenance, aux = specs
     return LoadedModel(
         model=model,
