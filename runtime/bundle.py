@@ -66,6 +66,16 @@ def is_bundle(path: Path) -> bool:
     return (Path(path) / CONFIG_NAME).is_file()
 
 
+def existing_config(path: Path) -> BundleConfig | None:
+    """The config of a readable bundle at ``path`` with its weights file, else None (up-to-date checks)."""
+    if not is_bundle(path) or not (Path(path) / WEIGHTS_NAME).is_file():
+        return None
+    try:
+        return read_config(path)
+    except BundleError:
+        return None
+
+
 def read_config(path: Path) -> BundleConfig:
     file = Path(path) / CONFIG_NAME
     try:

@@ -55,7 +55,7 @@ def destinations(sources: Sequence[Path], dst: Path) -> list[Path]:
     return [dst / n for n in names]
 
 
-def _check_destination(src: Path, dst: Path) -> None:
+def check_destination(src: Path, dst: Path) -> None:
     s, d = src.resolve(), dst.resolve()
     if d == s or s in d.parents:
         raise InputError(f"destination {dst} is inside the source {src}")
@@ -66,11 +66,8 @@ def _check_destination(src: Path, dst: Path) -> None:
 
 
 def _up_to_date(dst: Path, converter: str, hashes: dict[str, str], dtype: str) -> bool:
-    if not _bundle.is_bundle(dst):
-        return False
-    try:
-        cfg = _bundle.read_config(dst)
-    except OasrError:
+    cfg = _bundle.existing_config(dst)
+    if cfg is None:
         return False
     p = cfg.provenance
     return (
@@ -98,7 +95,7 @@ def convert_one(
     dst = Path(dst)
     if _bundle.is_bundle(src):
         raise InputError(f"{src} is already a native bundle; nothing to convert")
-    _check_destination(src, dst)
+    check_destination(src, dst)
     converter_cls, claims = pick_converter(src, architecture)
     src = src.resolve()
     result = ConvertResult(

@@ -12,7 +12,7 @@ from typing import Any, Sequence
 import torch
 
 from .. import bundle as _bundle
-from ..errors import InputError, OasrError
+from ..errors import InputError
 from ..fsutil import sha256_file
 from ..version import __version__
 from .layers import check_quantizable, plan_layers
@@ -63,13 +63,8 @@ def source_bundle(spec: str | Path) -> Path:
 
 
 def _up_to_date(dst: Path, wanted: QuantizationSpec) -> bool:
-    if not _bundle.is_bundle(dst):
-        return False
-    try:
-        cfg = _bundle.read_config(dst)
-    except OasrError:
-        return False
-    if cfg.quantization is None or not (dst / _bundle.WEIGHTS_NAME).is_file():
+    cfg = _bundle.existing_config(dst)
+    if cfg is None or cfg.quantization is None:
         return False
     have = QuantizationSpec.from_dict(cfg.quantization)
     same = ("scheme", "group_size", "layers", "source_sha256", "oasr_version", "keep")
@@ -85,7 +80,7 @@ def quantize(
     force: bool = False,
 ) -> QuantizeResult:
     """Quantize the model ``src`` names into the bundle ``dst``; an up-to-date ``dst`` is skipped."""
-    from ..conversion import _check_destination
+    from ..conversion import check_destination
     from ..registry import meta_model, model_entry
 
     start = time.perf_counter()
@@ -93,7 +88,7 @@ def quantize(
         raise InputError(f"unknown scheme {scheme!r}; choose one of {', '.join(SCHEMES)}")
     bundle = source_bundle(src)
     dst = Path(dst)
-    _check_destination(bundle, dst)
+    check_destination(bundle, dst)
     cfg = _bundle.read_config(bundle)
     if cfg.quantization is not None:
         raise InputError(f"{src} is already quantized ({cfg.quantization['scheme']}); quantize its full-precision source")
