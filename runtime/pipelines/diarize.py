@@ -19,6 +19,7 @@ from ..options import DiarizeOptions
 from ..results import ResultProvenance, SpeakerTurns
 from ..version import __version__
 from .diarize_core import diarize_regions
+from .inputs import bundle_sha256, read_audio
 from .loading import require_model
 
 log = logging.getLogger("oasr")
@@ -30,22 +31,13 @@ EMBEDDING_MODEL = "ge2e-speaker"
 PROGRESS_WINDOWS = 256  # windows embedded between progress reports
 
 
-def _samples(audio: Any) -> tuple[np.ndarray, str]:
-    """Mono float32 samples at 16 kHz, and the source name ("" for samples given directly)."""
-    from .transcribe import _read_audio
-
-    return _read_audio(audio, SAMPLE_RATE)
-
-
 def _device(device: Any) -> str | None:
     return None if device in (None, "auto") else str(device)
 
 
 def _sha256(model: Any) -> str:
     """sha256 of the weights of a bundle given by path ("" for anything else)."""
-    from .transcribe import _bundle_sha256
-
-    return _bundle_sha256(Path(model)) if isinstance(model, (str, Path)) and Path(model).is_dir() else ""
+    return bundle_sha256(model) if isinstance(model, (str, Path)) else ""
 
 
 def _label(model: Any, loaded) -> str:
@@ -74,7 +66,7 @@ def diarize(
     vad_model = VAD_MODEL if vad_model is None else vad_model
     embedding_model = EMBEDDING_MODEL if embedding_model is None else embedding_model
 
-    samples, source = _samples(audio)
+    samples, source = read_audio(audio, SAMPLE_RATE)
     duration = len(samples) / SAMPLE_RATE
     vad = require_model(vad_model, "silero-vad", device=_device(device))
     encoder = require_model(embedding_model, "ge2e", device=_device(device))

@@ -28,6 +28,7 @@ from ..models.crepe import FRAME, SAMPLE_RATE
 from ..options import PitchOptions
 from ..results import PitchTrack, ResultProvenance
 from ..version import __version__
+from .inputs import bundle_sha256, read_audio
 
 log = logging.getLogger("oasr")
 
@@ -153,8 +154,6 @@ def _key(value):
 @functools.lru_cache(maxsize=2)
 def _load_model(spec: str, device: str | None, dtype: str | None):
     """(LoadedModel, bundle sha256) for a name, ``auto`` or a path; kept for the next call."""
-    from ..bundle import WEIGHTS_NAME, is_bundle
-    from ..fsutil import sha256_file
     from ..hub import resolve_model
     from ..models import load_pretrained
 
@@ -162,23 +161,14 @@ def _load_model(spec: str, device: str | None, dtype: str | None):
     if not path.exists():
         path = resolve_model(spec, task="pitch")
     loaded = load_pretrained(path, device=device, dtype=dtype)
-    return loaded, sha256_file(path / WEIGHTS_NAME) if is_bundle(path) else ""
+    return loaded, bundle_sha256(path)
 
 
 def _read_audio(audio, sample_rate: int) -> tuple[np.ndarray, str]:
-    from ..audio import load_audio
-
-    if isinstance(audio, (str, Path)):
-        return load_audio(audio, SAMPLE_RATE), str(audio)
-    if isinstance(audio, (bytes, bytearray, memoryview)):
-        return load_audio(bytes(audio), SAMPLE_RATE), ""
-    if isinstance(audio, torch.Tensor):
-        audio = audio.detach().cpu().numpy()
-    if not isinstance(audio, np.ndarray):
-        raise InputError(f"audio must be a path, bytes or samples, not {type(audio).__name__}")
-    samples = np.asarray(audio, dtype=np.float32)
-    if samples.ndim != 1:
-        raise InputError(f"audio samples must be mono (one dimension), not of shape {samples.shape}")
+    """Files and bytes decoded at 16 kHz; samples given at ``sample_rate`` checked and resampled."""
+    if isinstance(audio, (str, Path, bytes, bytearray, memoryview)):
+        return read_audio(audio, SAMPLE_RATE)
+    samples, _ = read_audio(audio, SAMPLE_RATE)
     if samples.size == 0:
         raise InputError("the audio holds no samples")
     if not np.all(np.isfinite(samples)):

@@ -29,6 +29,7 @@ from ..errors import CapabilityError, InputError
 from ..options import TranscribeOptions
 from ..results import ResultProvenance, Segment, Transcript, Word
 from ..version import __version__
+from .inputs import bundle_sha256, read_audio
 from .vad import SpeechMap, collect_speech, frame_levels_db, speech_regions
 
 log = logging.getLogger("oasr")
@@ -62,7 +63,7 @@ def transcribe(
     loaded, model_label, bundle_sha = _resolve_model(model, device, dtype)
     tokenizer = _check_capabilities(loaded, options)
     sample_rate = loaded.feature_spec.sample_rate
-    samples, source = _read_audio(audio, sample_rate)
+    samples, source = read_audio(audio, sample_rate)
     duration = len(samples) / sample_rate
     provenance = ResultProvenance(
         model=model_label,
@@ -121,24 +122,6 @@ def _with_speakers(samples: np.ndarray, segments: list[Segment], tokenizer, opti
 
 # -- inputs -----------------------------------------------------------------------------------
 
-_BUNDLE_HASHES: dict[tuple[str, int, int], str] = {}
-
-
-def _bundle_sha256(path: Path) -> str:
-    """sha256 of a bundle's weights, computed once per file version in this process."""
-    from ..bundle import WEIGHTS_NAME, is_bundle
-    from ..fsutil import sha256_file
-
-    if not is_bundle(path):
-        return ""
-    weights = (path / WEIGHTS_NAME).resolve()
-    stat = weights.stat()
-    key = (str(weights), stat.st_size, stat.st_mtime_ns)
-    if key not in _BUNDLE_HASHES:
-        _BUNDLE_HASHES[key] = sha256_file(weights)
-    return _BUNDLE_HASHES[key]
-
-
 def _resolve_model(model, device, dtype):
     from ..models import LoadedModel, load_pretrained
 
@@ -147,7 +130,7 @@ def _resolve_model(model, device, dtype):
     if not isinstance(model, (str, Path)):
         raise InputError(f"model must be a LoadedModel or a path, not {type(model).__name__}")
     loaded = load_pretrained(model, device=device, dtype=dtype)
-    return loaded, str(model), _bundle_sha256(Path(model))
+    return loaded, str(model), bundle_sha256(model)
 
 
 _TOKENIZERS: dict[int, tuple[weakref.ref, Any]] = {}
@@ -183,21 +166,6 @@ def _check_capabilities(loaded, options: TranscribeOptions):
     elif options.language is not None:
         tokenizer.language_token(options.language)  # an unknown code fails here, before any work
     return tokenizer
-
-
-def _read_audio(audio, sample_rate: int) -> tuple[np.ndarray, str]:
-    if isinstance(audio, (str, Path, bytes)):
-        from ..audio import load_audio
-
-        return load_audio(audio, sample_rate), "" if isinstance(audio, bytes) else str(audio)
-    if isinstance(audio, torch.Tensor):
-        audio = audio.detach().cpu().numpy()
-    if not isinstance(audio, np.ndarray):
-        raise InputError(f"audio must be a path or an array of samples, not {type(audio).__name__}")
-    if audio.ndim != 1:
-        raise InputError(f"audio samples must be one channel (1-D), got shape {tuple(audio.shape)}")
-    samples = np.ascontiguousarray(audio, dtype=np.float32)
-    return (samples if samples.flags.writeable else samples.copy()), ""
 
 
 # -- the long-form loop -----------------------------------------------------------------------
