@@ -373,31 +373,6 @@ def align_segments(
     return WindowAlignment(out_words, out_bounds, last_speech)
 
 
-def align_words(
-    model: "Whisper",
-    tokenizer: "WhisperTokenizer",
-    mel_window: Tensor | None,
-    segments_tokens: Sequence[Sequence[int]],
-    *,
-    num_frames: int,
-    alignment_heads: Sequence[Sequence[int]] | None,
-    language: str | None,
-    prepend_punctuations: str = DEFAULT_PREPEND,
-    append_punctuations: str = DEFAULT_APPEND,
-    time_offset: float = 0.0,
-    **kwargs,
-) -> list[list[Word]]:
-    """The words of each segment of one window, in absolute seconds (see ``align_segments``)."""
-    return align_segments(
-        model,
-        tokenizer,
-        mel_window,
-        segments_tokens,
-        num_frames=num_frames,
-        alignment_heads=alignment_heads,
-        language=language,
-        prepend_punctuations=prepend_punctuations,
-        append_punctuations=append_punctuations,
-        time_offset=time_offset,
-        **kwargs,
-    ).words
+def align_words(*args, **kwargs) -> list[list[Word]]:
+    """The words of each segment of one window, in absolute seconds (``align_segments``' words)."""
+    return align_segments(*args, **kwargs).words
