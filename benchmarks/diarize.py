@@ -58,9 +58,9 @@ def main() -> int:
     torch.set_num_threads(threads)
     sys.path.insert(0, str(ROOT))
     import oasr
-    from oasr.audio import load_audio
+    from oasr.io.audio import load_audio
     from oasr.options import DiarizeOptions
-    from oasr.pipelines.diarize_core import diarize_regions
+    from oasr.pipelines.diarize.timeline import diarize_regions
 
     options = DiarizeOptions()
     vad = oasr.load_pretrained(package_dir("silero_vad") / "data")

@@ -59,7 +59,7 @@ def main() -> int:
     import torch
 
     import oasr
-    from oasr.audio import load_audio
+    from oasr.io.audio import load_audio
     from oasr.options import PitchOptions
     from oasr.pipelines.pitch import DEFAULT_BATCH, activations
 

@@ -51,7 +51,7 @@ TEMPERATURES = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
 
 
 def worker(args) -> None:
-    from oasr.audio import load_audio
+    from oasr.io.audio import load_audio
 
     audio = load_audio(args.audio, 16000)
     if args.engine.startswith("oasr"):

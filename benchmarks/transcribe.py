@@ -71,7 +71,7 @@ def _openai_model(bundle: str):
 def worker(args) -> None:
     import numpy as np
 
-    from oasr.audio import load_audio
+    from oasr.io.audio import load_audio
 
     audio = load_audio(args.audio, 16000)
     language = "en" if args.english_only else None
@@ -133,7 +133,7 @@ def worker(args) -> None:
 
 def prepare(models: list[str], work: Path) -> dict[str, tuple[str, str, bool]]:
     """model name -> (CTranslate2 dir, oasr bundle, English-only)."""
-    from oasr.conversion import convert
+    from oasr.conversion.run import convert
 
     out = {}
     for name in models:

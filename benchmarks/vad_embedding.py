@@ -53,9 +53,9 @@ def main() -> int:
     torch.set_num_threads(threads)
 
     import oasr
-    from oasr.audio import load_audio
-    from oasr.pipelines.silero_vad import speech_probabilities
-    from oasr.pipelines.speaker_embedding import embed_segments, embed_utterance
+    from oasr.io.audio import load_audio
+    from oasr.pipelines.vad.silero import speech_probabilities
+    from oasr.pipelines.diarize.embedding import embed_segments, embed_utterance
 
     audio = load_audio(DATA / "diarization" / "sample.wav", SR)
     vad = oasr.load_pretrained(Path(silero_vad.__file__).parent / "data", device="cpu")

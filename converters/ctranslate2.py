@@ -18,10 +18,10 @@ from pathlib import Path
 
 import torch
 
-from oasr.converter import DETECT_KEYED_VALUE, CheckpointConverter
+from oasr.conversion.base import DETECT_KEYED_VALUE, CheckpointConverter
 from oasr.errors import ConversionError
 from oasr.models.whisper import WhisperConfig, whisper_specs
-from oasr.tensor_map import TensorTable
+from oasr.conversion.tensor_map import TensorTable
 
 _DTYPES = (torch.float32, torch.int8, torch.int16, torch.int32, torch.float16, torch.bfloat16)
 _BINARY_VERSION = 6

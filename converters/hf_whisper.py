@@ -10,11 +10,11 @@ import functools
 import json
 from pathlib import Path
 
-from oasr.checkpoint_io import load_safetensors_file, load_torch_file
-from oasr.converter import DETECT_KEYED_VALUE, CheckpointConverter
+from oasr.io.checkpoint import load_safetensors_file, load_torch_file
+from oasr.conversion.base import DETECT_KEYED_VALUE, CheckpointConverter
 from oasr.errors import ConversionError
 from oasr.models.whisper import WhisperConfig, whisper_specs
-from oasr.tensor_map import TensorTable
+from oasr.conversion.tensor_map import TensorTable
 from oasr.tokenizers.whisper import find_tokenizer_assets
 
 _ATTN = {"q_proj": "query", "k_proj": "key", "v_proj": "value", "out_proj": "out"}

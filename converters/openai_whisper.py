@@ -9,11 +9,11 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-from oasr.checkpoint_io import load_torch_file
-from oasr.converter import DETECT_ASSET_LAYOUT, CheckpointConverter
+from oasr.io.checkpoint import load_torch_file
+from oasr.conversion.base import DETECT_ASSET_LAYOUT, CheckpointConverter
 from oasr.errors import ConversionError
 from oasr.models.whisper import WhisperConfig, whisper_specs
-from oasr.tensor_map import TensorTable
+from oasr.conversion.tensor_map import TensorTable
 from oasr.tokenizers.whisper import find_tokenizer_assets
 
 _BLOCK = [

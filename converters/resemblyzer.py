@@ -11,11 +11,11 @@ import functools
 import re
 from pathlib import Path
 
-from oasr.checkpoint_io import load_torch_file
-from oasr.converter import DETECT_NAMED_CONFIG, CheckpointConverter
+from oasr.io.checkpoint import load_torch_file
+from oasr.conversion.base import DETECT_NAMED_CONFIG, CheckpointConverter
 from oasr.errors import ConversionError
 from oasr.models.ge2e import GE2EConfig, ge2e_specs
-from oasr.tensor_map import TensorTable
+from oasr.conversion.tensor_map import TensorTable
 
 _NAMES = [
     *(f"lstm.{kind}_{part}_l{{bid}}" for kind in ("weight", "bias") for part in ("ih", "hh")),

@@ -2,7 +2,7 @@
 
 The TorchScript archive holds the 16 kHz network (``_model.*``) and an 8 kHz one
 (``_model_8k.*``); its tensors are read without loading or running its code
-(``oasr.torchscript_io``). The 16 kHz network is kept: oasr resamples every input to 16 kHz.
+(``oasr.io.torchscript``). The 16 kHz network is kept: oasr resamples every input to 16 kHz.
 
 The package's ``silero_vad_16k.safetensors`` is not used: its weights differ from the ones the
 package runs (``load_silero_vad()``, TorchScript and every ONNX file agree with each other), and
@@ -14,11 +14,11 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-from oasr.converter import DETECT_NAMED_CONFIG, CheckpointConverter
+from oasr.conversion.base import DETECT_NAMED_CONFIG, CheckpointConverter
 from oasr.errors import ConversionError
 from oasr.models.silero_vad import SileroVadConfig, silero_vad_specs
-from oasr.tensor_map import TensorTable
-from oasr.torchscript_io import read_torchscript_tensors, torchscript_code_paths
+from oasr.conversion.tensor_map import TensorTable
+from oasr.io.torchscript import read_torchscript_tensors, torchscript_code_paths
 
 FILE_NAME = "silero_vad.jit"
 _CODE_MARKER = "__torch__/vad/model/vad_annotator.py"  # Silero's VAD module, by its source path

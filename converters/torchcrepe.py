@@ -15,12 +15,12 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from oasr.checkpoint_io import load_torch_file
-from oasr.converter import DETECT_ASSET_LAYOUT, CheckpointConverter
+from oasr.io.checkpoint import load_torch_file
+from oasr.conversion.base import DETECT_ASSET_LAYOUT, CheckpointConverter
 from oasr.errors import ConversionError
 from oasr.models.crepe import CAPACITIES, FRAME, SAMPLE_RATE, CrepeConfig, capacity_for
 from oasr.specs import DecodingDefaults, FeatureSpec, TokenizerSpec
-from oasr.tensor_map import TensorTable
+from oasr.conversion.tensor_map import TensorTable
 
 BN_EPS = 0.0010000000474974513  # torchcrepe's BatchNorm2d eps (Keras' 1e-3 read as float32)
 LAYERS = range(1, 7)

@@ -57,7 +57,7 @@ class Batch:
         pass
 
     def run(self, show_progress: bool) -> None:
-        from oasr.audio import STDIN, check_audio_path
+        from oasr.io.audio import STDIN, check_audio_path
 
         pending = []
         for src, route in zip(self.sources, self.routes):

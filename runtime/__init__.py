@@ -23,16 +23,16 @@ from .version import __version__
 logging.getLogger("oasr").addHandler(logging.NullHandler())
 
 _LAZY = {
-    "from_pretrained": "oasr.models",
-    "load_pretrained": "oasr.models",
-    "LoadedModel": "oasr.models",
-    "convert": "oasr.conversion",
-    "ConvertResult": "oasr.conversion",
+    "from_pretrained": "oasr.loading",
+    "load_pretrained": "oasr.loading",
+    "LoadedModel": "oasr.loading",
+    "convert": "oasr.conversion.run",
+    "ConvertResult": "oasr.conversion.run",
     "quantize": "oasr.quant.quantize",
     "QuantizeResult": "oasr.quant.quantize",
-    "inspect": "oasr.inspection",
-    "resolve_model": "oasr.hub",
-    "describe_resolution": "oasr.hub",
+    "inspect": "oasr.conversion.inspect",
+    "resolve_model": "oasr.hub.resolve",
+    "describe_resolution": "oasr.hub.resolve",
     "transcribe": "oasr.pipelines.transcribe",
     "TranscribeOptions": "oasr.options",
     "Transcript": "oasr.results",
@@ -43,9 +43,9 @@ _LAZY = {
     "DiarizeOptions": "oasr.options",
     "SpeakerTurn": "oasr.results",
     "SpeakerTurns": "oasr.results",
-    "detect_speech": "oasr.pipelines.silero_vad",
+    "detect_speech": "oasr.pipelines.vad.silero",
     "VadOptions": "oasr.options",
-    "embed_segments": "oasr.pipelines.speaker_embedding",
+    "embed_segments": "oasr.pipelines.diarize.embedding",
 }
 
 

@@ -35,3 +35,11 @@ class LoadError(OasrError):
 
 class CapabilityError(OasrError):
     """A requested feature is not supported by the model."""
+
+
+class SourceUnavailable(OasrError):
+    """One source could not provide a model; the resolver notes why and tries the next."""
+
+
+class IntegrityError(OasrError):
+    """Downloaded bytes differ from the sha256 the registry lists; they are refused."""

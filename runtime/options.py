@@ -3,17 +3,27 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
-from .errors import InputError
+from .errors import CapabilityError, InputError
 
 TASKS = ("transcribe", "translate")
 VAD_KINDS = ("energy", "silero")
+# Language codes a model may be asked for (Whisper's set, the widest of the built-in families);
+# a model that knows fewer says so once loaded.
+LANGUAGES = tuple(
+    "en zh de es ru ko fr ja pt tr pl ca nl ar sv it id hi fi vi he uk el ms cs ro da hu ta no th ur hr bg lt "
+    "la mi ml cy sk te fa lv bn sr az sl kn et mk br eu is hy ne mn bs kk sq sw gl mr pa si km sn yo so af oc "
+    "ka be tg sd gu am yi lo uz fo ht ps tk nn mt sa lb my bo tl mg as tt haw ln ha ba jw su yue".split()
+)
 
 
 @dataclass(frozen=True)
-class TranscribeOptions:
-    task: str = "transcribe"  # or "translate" (to English)
-    language: str | None = None  # a language code; None detects it from the first window
+class WhisperDecoding:
+    """The decoding section of the ``whisper_seq2seq`` family (openai-whisper's options)."""
+
+    family: ClassVar[str] = "whisper_seq2seq"
+
     beam_size: int = 5  # beams at temperature 0; 1 is greedy
     best_of: int = 5  # candidates sampled at each temperature above 0
     patience: float = 1.0  # beam search stops after beam_size * patience finished candidates
@@ -28,23 +38,18 @@ class TranscribeOptions:
     suppress_blank: bool = True  # no leading space or end-of-text at the start of a window
     without_timestamps: bool = False  # decode text only (segments then span whole windows)
     max_initial_timestamp: float = 1.0  # seconds: the first timestamp of a window may not start later
-    word_timestamps: bool = False  # per-word times from cross-attention alignment (DTW)
-    prepend_punctuations: str = "\"'“¿([{-"  # attached to the following word
-    append_punctuations: str = "\"'.。,，!！?？:：”)]}、"  # attached to the preceding word
+    prepend_punctuations: str = "\"'“¿([{-"  # word timestamps: attached to the following word
+    append_punctuations: str = "\"'.。,，!！?？:：”)]}、"  # word timestamps: attached to the preceding word
     hallucination_silence_threshold: float | None = None  # seconds of silence around a suspect segment to skip it
-    vad: str | None = None  # skip non-speech before decoding: "energy" (built in) or "silero"
-    diarize: bool = False  # a speaker on every segment (oasr.diarize), segments split where the speaker changes
 
     def __post_init__(self):
-        validate_transcribe_options(self)
+        validate_whisper_decoding(self)
 
 
-def validate_transcribe_options(o: TranscribeOptions) -> None:
+def validate_whisper_decoding(o: WhisperDecoding) -> None:
     def bad(message: str) -> None:
         raise InputError(message)
 
-    if o.task not in TASKS:
-        bad(f"unknown task {o.task!r}; choose {' or '.join(TASKS)}")
     if o.beam_size < 1:
         bad("--beam-size must be at least 1")
     if o.best_of < 1:
@@ -59,14 +64,72 @@ def validate_transcribe_options(o: TranscribeOptions) -> None:
         bad("--no-speech-threshold must be between 0 and 1")
     if o.max_initial_timestamp < 0:
         bad("--max-initial-timestamp must be >= 0")
-    if o.word_timestamps and o.without_timestamps:
-        bad("--word-timestamps needs timestamps; drop --without-timestamps")
+
+
+# Family-specific decoding sections, by the decoding family a bundle declares. A family with no
+# section of its own (ctc: greedy, nothing to set yet) decodes with decoding=None.
+DECODING_SECTIONS: dict[str, type] = {WhisperDecoding.family: WhisperDecoding}
+
+
+@dataclass(frozen=True)
+class TranscribeOptions:
+    """What every transcription family shares, and one family-specific ``decoding`` section."""
+
+    task: str = "transcribe"  # or "translate" (to English)
+    language: str | None = None  # a language code; None: the model's own, or detected where it can
+    word_timestamps: bool = False  # per-word start and end times
+    vad: str | None = None  # skip non-speech before decoding: "energy" (built in) or "silero"
+    diarize: bool = False  # a speaker on every segment (oasr.diarize), segments split where the speaker changes
+    # Encoder-only families run long audio in chunks: seconds per chunk and of overlap between
+    # neighbours (None: the family's defaults); Whisper's own 30 s windows ignore them.
+    chunk_length: float | None = None
+    chunk_overlap: float | None = None
+    batch_size: int = 1  # chunks per forward pass (encoder-only families)
+    decoding: WhisperDecoding | None = None  # None: the model's family with its defaults
+
+    def __post_init__(self):
+        validate_transcribe_options(self)
+
+    def decoding_for(self, family: str):
+        """This run's decoding section for a model of ``family`` (its defaults when none was given)."""
+        section = DECODING_SECTIONS.get(family)
+        if self.decoding is not None and not isinstance(self.decoding, section or ()):
+            given = type(self.decoding).__name__
+            raise CapabilityError(
+                f"{given} options were given, but this model decodes as the {family} family"
+                + (f" ({section.__name__})" if section else ", which takes no decoding options")
+            )
+        if self.decoding is not None:
+            return self.decoding
+        return section() if section is not None else None
+
+
+def validate_transcribe_options(o: TranscribeOptions) -> None:
+    def bad(message: str) -> None:
+        raise InputError(message)
+
+    if o.task not in TASKS:
+        bad(f"unknown task {o.task!r}; choose {' or '.join(TASKS)}")
+    if o.language is not None and o.language not in LANGUAGES:
+        bad(f"unknown language code {o.language!r}; use a code such as en, de, fr, zh (one of {len(LANGUAGES)})")
     if o.vad is not None and o.vad not in VAD_KINDS:
         bad(f"unknown --vad {o.vad!r}; choose {' or '.join(VAD_KINDS)}")
-    if o.hallucination_silence_threshold is not None and not o.word_timestamps:
-        bad("--hallucination-silence-threshold needs --word-timestamps")
-    if o.diarize and o.without_timestamps:
-        bad("--diarize needs timestamps; drop --without-timestamps")
+    if o.chunk_length is not None and o.chunk_length <= 0:
+        bad("--chunk-length must be positive")
+    if o.chunk_overlap is not None and (o.chunk_overlap < 0 or (o.chunk_length and o.chunk_overlap * 2 >= o.chunk_length)):
+        bad("--chunk-overlap must be >= 0 and under half the chunk length")
+    if o.batch_size < 1:
+        bad("--batch-size must be at least 1")
+    d = o.decoding
+    if d is not None and not isinstance(d, tuple(DECODING_SECTIONS.values())):
+        bad(f"decoding must be one of {', '.join(c.__name__ for c in DECODING_SECTIONS.values())}, not {type(d).__name__}")
+    if isinstance(d, WhisperDecoding):
+        if o.word_timestamps and d.without_timestamps:
+            bad("--word-timestamps needs timestamps; drop --without-timestamps")
+        if o.diarize and d.without_timestamps:
+            bad("--diarize needs timestamps; drop --without-timestamps")
+        if d.hallucination_silence_threshold is not None and not o.word_timestamps:
+            bad("--hallucination-silence-threshold needs --word-timestamps")
 
 
 @dataclass(frozen=True)

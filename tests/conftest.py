@@ -61,7 +61,7 @@ def base_ct2(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_en_bundle(tiny_en_ct2, tmp_path_factory) -> Path:
-    from oasr.conversion import convert
+    from oasr.conversion.run import convert
 
     out = tmp_path_factory.mktemp("bundles") / "tiny.en"
     convert([tiny_en_ct2], out)

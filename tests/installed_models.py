@@ -32,8 +32,8 @@ def pull_installed(name: str, wheels: Path) -> Path:
 
     Skips the test (with the reason) when the package is not installed.
     """
-    from oasr.catalog import PyPISource, load_catalog
-    from oasr.hub import resolve_model
+    from oasr.hub.catalog import PyPISource, load_catalog
+    from oasr.hub.resolve import resolve_model
 
     entry = load_catalog().get(name)
     source = next(s for s in entry.sources if isinstance(s, PyPISource))

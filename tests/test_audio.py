@@ -1,4 +1,4 @@
-"""Audio in (oasr.audio): every soundfile format, any rate and channel count, stdin, ffmpeg, bad input."""
+"""Audio in (oasr.io.audio): every soundfile format, any rate and channel count, stdin, ffmpeg, bad input."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from oasr.audio import SAMPLE_RATE, check_audio_path, duration, load_audio, load_audio_bytes
+from oasr.io.audio import SAMPLE_RATE, check_audio_path, duration, load_audio, load_audio_bytes
 from oasr.errors import InputError
 
 
@@ -133,7 +133,7 @@ def test_stdin_dash(monkeypatch, jfk, jfk_wav):
 
 
 def test_stdin_in_a_real_pipe(data_dir):
-    code = "from oasr.audio import load_audio; x = load_audio('-'); print(len(x), x.dtype)"
+    code = "from oasr.io.audio import load_audio; x = load_audio('-'); print(len(x), x.dtype)"
     with open(data_dir / "asr" / "jfk.mp3", "rb") as f:
         proc = subprocess.run([sys.executable, "-c", code], stdin=f, capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr

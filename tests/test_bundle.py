@@ -9,8 +9,8 @@ import pytest
 import torch
 
 import oasr
-from oasr import bundle
-from oasr.conversion import convert
+from oasr.io import bundle
+from oasr.conversion.run import convert
 from oasr.errors import BundleError, LoadError
 
 from tiny_models import write_openai_pt

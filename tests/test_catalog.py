@@ -9,7 +9,7 @@ import re
 import pytest
 
 from hub_helpers import catalog_text, entry
-from oasr.catalog import CatalogError, HFSource, PyPISource, load_catalog, parse_catalog
+from oasr.hub.catalog import CatalogError, HFSource, PyPISource, load_catalog, parse_catalog
 
 SHA = "a" * 64
 
@@ -99,7 +99,7 @@ def test_tiny_en_mirror_keeps_base_names():
 def test_the_parsed_registry_is_memoised_as_json(tmp_path):
     import sys
 
-    from oasr import catalog as module
+    from oasr.hub import catalog as module
 
     module._CACHE.clear()
     first = load_catalog()

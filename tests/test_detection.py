@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from oasr.errors import DetectionError, InputError
-from oasr.registry import converters
-from oasr.resolve import detect, pick_converter
+from oasr.conversion.detect import converters
+from oasr.conversion.detect import detect, pick_converter
 
 from tiny_models import write_ct2_header, write_hf_config, write_openai_pt
 

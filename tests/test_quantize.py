@@ -11,8 +11,8 @@ import pytest
 import torch
 
 import oasr
-from oasr import bundle
-from oasr.conversion import convert
+from oasr.io import bundle
+from oasr.conversion.run import convert
 from oasr.errors import BundleError, CapabilityError, LoadError
 from oasr.models.whisper import Whisper
 from oasr.quant import schemes
@@ -105,7 +105,7 @@ def test_int8_bundle_layout(tiny, tiny_int8):
     assert cfg.format_version == 2 and bundle.read_config(tiny).format_version == 1
     q = cfg.quantization
     assert q["scheme"] == "int8" and q["group_size"] == 128 and q["oasr_version"] == oasr.__version__
-    from oasr.fsutil import sha256_file
+    from oasr.io.files import sha256_file
 
     assert q["source_sha256"] == sha256_file(tiny / "model.safetensors")
     assert q["layers"]["decoder.token_embedding"] == "int8"
@@ -334,7 +334,7 @@ def test_foreign_source_is_converted_first(tmp_path):
 
 
 def test_every_architecture_is_validated_or_refused_with_a_reason():
-    from oasr.registry import architectures, model_entry
+    from oasr.models.architectures import architectures, model_entry
 
     for name in architectures():
         cls = model_entry(name).model_cls

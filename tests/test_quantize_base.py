@@ -31,7 +31,7 @@ SIZE = {"int8": 0.30, "int4": 0.20}  # of the fp32 bundle's bytes
 
 @pytest.fixture(scope="module")
 def bundles(base_ct2, tmp_path_factory):
-    from oasr.conversion import convert
+    from oasr.conversion.run import convert
 
     folder = tmp_path_factory.mktemp("quant-base")
     convert([base_ct2], folder / "fp32", dtype="float32")
@@ -84,7 +84,7 @@ def test_wer_close_to_fp32(scores, scheme, clip):
 
 
 def test_int8_decoder_logits_on_jfk(models, references):
-    from oasr.audio import load_audio
+    from oasr.io.audio import load_audio
 
     wav, text = references["jfk"]
     samples = load_audio(wav, 16000)

@@ -21,7 +21,7 @@ import oasr  # noqa: E402
 from installed_models import pull_installed  # noqa: E402
 from oasr.errors import CapabilityError, InputError, UnsafeCheckpointError  # noqa: E402
 from oasr.options import TranscribeOptions, VadOptions  # noqa: E402
-from oasr.pipelines.silero_vad import detect_speech, speech_probabilities, speech_samples  # noqa: E402
+from oasr.pipelines.vad.silero import detect_speech, speech_probabilities, speech_samples  # noqa: E402
 from wer import wer  # noqa: E402
 
 SR = 16000
@@ -60,7 +60,7 @@ def _reference_probabilities(model, audio: np.ndarray) -> np.ndarray:
 
 
 def _read(path: Path) -> np.ndarray:
-    from oasr.audio import load_audio
+    from oasr.io.audio import load_audio
 
     return load_audio(path, SR)
 
@@ -154,13 +154,13 @@ def test_random_weights_match_chunk_by_chunk(tmp_path, monkeypatch):
     ours = speech_probabilities(audio.numpy(), loaded)
     assert ours.shape == (21,)
     np.testing.assert_allclose(ours, expected.numpy(), atol=1e-5)
-    monkeypatch.setattr("oasr.pipelines.silero_vad.BLOCK_CHUNKS", 4)  # the state carried across blocks
+    monkeypatch.setattr("oasr.pipelines.vad.silero.BLOCK_CHUNKS", 4)  # the state carried across blocks
     np.testing.assert_allclose(speech_probabilities(audio.numpy(), loaded), ours, atol=1e-6)
 
 
 def test_archive_reader_runs_nothing(tmp_path):
     """A data.pkl naming anything beyond module classes, storages and tensors is refused."""
-    from oasr.torchscript_io import read_torchscript_tensors
+    from oasr.io.torchscript import read_torchscript_tensors
 
     bad = tmp_path / "silero_vad.jit"
     with zipfile.ZipFile(bad, "w") as z:
@@ -171,7 +171,7 @@ def test_archive_reader_runs_nothing(tmp_path):
 
 
 def test_detects_only_silero_archives(tmp_path, silero_package):
-    from oasr.resolve import detect
+    from oasr.conversion.detect import detect
 
     folder = Path(silero_package.__file__).parent / "data"
     assert [c.converter.name for c in detect(folder)] == ["silero-vad"]
@@ -325,7 +325,7 @@ def pulled(silero_package, tmp_path_factory):
 
 
 def test_registry_name_resolves(pulled, vad):
-    from oasr.bundle import read_config
+    from oasr.io.bundle import read_config
 
     assert read_config(pulled).architecture == "silero-vad"
     audio = np.random.default_rng(0).normal(0, 0.1, 3 * SR).astype(np.float32)

@@ -33,7 +33,7 @@ def tiny(tiny_en_bundle):
 
 @pytest.fixture(scope="module")
 def base_bundle(base_ct2, tmp_path_factory):
-    from oasr.conversion import convert
+    from oasr.conversion.run import convert
 
     out = tmp_path_factory.mktemp("bundles") / "base"
     convert([base_ct2], out)
@@ -52,7 +52,7 @@ def jfk_text(data_dir):
 
 @pytest.fixture(scope="module")
 def jfk_audio(jfk_wav):
-    from oasr.audio import load_audio
+    from oasr.io.audio import load_audio
 
     return load_audio(jfk_wav, SR)
 
@@ -80,7 +80,7 @@ class _CountDecodes:
     """Counts calls of WhisperDecoder.decode (a window that is decoded at some temperature)."""
 
     def __init__(self, monkeypatch):
-        from oasr.decoding.whisper_decode import WhisperDecoder
+        from oasr.decoding.whisper.decode import WhisperDecoder
 
         self.calls = 0
         original = WhisperDecoder.decode
@@ -122,7 +122,7 @@ def test_greedy_is_token_identical_to_the_reference_greedy_decoder(tiny, jfk_aud
     """beam_size 1, timestamps off, one temperature: the same tokens as decoding/greedy.py."""
     import torch.nn.functional as F
 
-    from oasr.decoding.greedy import greedy_decode
+    from oasr.decoding.whisper.greedy import greedy_decode
     from oasr.features.logmel import log_mel_spectrogram
 
     options = TranscribeOptions(beam_size=1, without_timestamps=True, temperatures=(0.0,))
@@ -158,7 +158,7 @@ def test_beam_search_finds_a_likelier_sequence_than_greedy(tiny, jfk_audio):
     """On one window, by the ranking score (sum logprob / length): beam 5 >= greedy."""
     import torch.nn.functional as F
 
-    from oasr.decoding.whisper_decode import WhisperDecoder
+    from oasr.decoding.whisper.decode import WhisperDecoder
     from oasr.features.logmel import log_mel_spectrogram
 
     mel = log_mel_spectrogram(torch.from_numpy(jfk_audio), tiny.feature_spec, padding=30 * SR)
@@ -219,7 +219,7 @@ def test_progress_in_audio_seconds(tiny, jfk_audio, jfk_text):
 def test_repeated_segments_are_dropped(tiny, jfk_audio, monkeypatch):
     """A repeat of the previous segment goes when it comes from an earlier window or has three
     words or more (a loop); a short repeat inside one window ("Hi. Hi.") stays."""
-    from oasr.decoding.whisper_decode import WhisperDecoder, WindowResult
+    from oasr.decoding.whisper.decode import WhisperDecoder, WindowResult
 
     tok = tiny.tokenizer()
 
@@ -278,7 +278,7 @@ def test_vad_times_map_back_to_the_original(tiny, jfk_audio, jfk_text, tiny_jfk)
 
 
 def test_word_timestamps_integration(tiny, jfk_audio):
-    pytest.importorskip("oasr.decoding.alignment")
+    pytest.importorskip("oasr.decoding.whisper.alignment")
     t = oasr.transcribe(jfk_audio, tiny, TranscribeOptions(word_timestamps=True))
     words = [w for s in t.segments for w in s.words]
     print(f"\nwords: {[(w.word, w.start, w.end) for w in words[:6]]}")
@@ -357,7 +357,7 @@ def test_long_audio_timeline_covers_the_speech(tiny, data_dir, tmp_path):
     a skipped window or a timeline that drifts off the audio loses whole 30 s blocks of it."""
     import soundfile as sf
 
-    from oasr.audio import load_audio
+    from oasr.io.audio import load_audio
 
     ami = data_dir / "diarization" / "ami"
     parts = sorted(ami.glob("dev*.wav")) + sorted(ami.glob("trn*.wav")) + [data_dir / "diarization" / "sample.wav"]
@@ -405,7 +405,7 @@ def _overlap(xs, ys) -> float:
 
 
 def test_timestamp_rules():
-    from oasr.decoding.filters import WhisperLogitFilter
+    from oasr.decoding.whisper.filters import WhisperLogitFilter
 
     V, eot, tb = 20, 10, 12  # text 0..9, eot 10, no_timestamps 11, timestamps 12..19
     f = WhisperLogitFilter(V, eot=eot, suppress=[3], begin=[eot], timestamp_begin=tb, no_timestamps=11, max_initial_index=2)
@@ -440,7 +440,7 @@ def test_timestamp_rules():
 
 def test_candidates_are_ranked_by_length_normalised_logprob(tiny):
     """openai's ranker: sum logprob / length, or / ((5 + length) / 6) ** alpha."""
-    from oasr.decoding.whisper_decode import Prompted, WhisperDecoder
+    from oasr.decoding.whisper.decode import Prompted, WhisperDecoder
 
     candidates = [([1, 2, 3, 4], -2.0), ([5], -0.9), ([6, 7], -1.0)]  # per token: -0.5, -0.9, -0.5
     prompted = Prompted(None, 1, {}, {}, torch.zeros(1, 4), 0.0)
@@ -455,7 +455,7 @@ def test_candidates_are_ranked_by_length_normalised_logprob(tiny):
 
 
 def test_sampler_follows_the_distribution():
-    from oasr.decoding.whisper_decode import WhisperDecoder
+    from oasr.decoding.whisper.decode import WhisperDecoder
 
     logits = torch.log(torch.tensor([[0.1, 0.0, 0.6, 0.3]])).expand(20000, -1)
     decoder = WhisperDecoder.__new__(WhisperDecoder)
@@ -466,7 +466,7 @@ def test_sampler_follows_the_distribution():
 
 
 def test_energy_vad_regions_and_time_map():
-    from oasr.pipelines.vad import SpeechMap, collect_speech, speech_regions
+    from oasr.pipelines.vad.energy import SpeechMap, collect_speech, speech_regions
 
     rng = np.random.default_rng(0)
     audio = (rng.standard_normal(10 * SR) * 1e-4).astype(np.float32)  # -80 dBFS noise

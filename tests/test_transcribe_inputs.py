@@ -7,7 +7,7 @@ import pytest
 import soundfile as sf
 
 import oasr
-from oasr.audio import load_audio
+from oasr.io.audio import load_audio
 from oasr.options import TranscribeOptions
 
 

@@ -26,9 +26,9 @@ pytest.importorskip("transformers")
 import torch.nn.functional as F  # noqa: E402
 
 import whisper_refs as R  # noqa: E402
-from oasr.conversion import convert  # noqa: E402
+from oasr.conversion.run import convert  # noqa: E402
 from oasr.errors import ConversionError, LoadError  # noqa: E402
-from oasr.models import load_pretrained  # noqa: E402
+from oasr.loading import load_pretrained  # noqa: E402
 from oasr.models.whisper import WhisperKVCache  # noqa: E402
 from oasr.specs import FeatureSpec  # noqa: E402
 
@@ -198,7 +198,7 @@ def test_openai_parity(n_mels, tmp_path):
 
 @pytest.fixture(scope="module")
 def jfk_audio(jfk_wav):
-    from oasr.audio import load_audio
+    from oasr.io.audio import load_audio
 
     if not jfk_wav.is_file():
         pytest.skip(f"{jfk_wav} not found")
@@ -275,7 +275,7 @@ def _greedy_against_faster_whisper(ct2_dir, bundle, wav, audio, language=None):
     pytest.importorskip("faster_whisper")
     from faster_whisper import WhisperModel
 
-    from oasr.decoding.greedy import greedy_decode
+    from oasr.decoding.whisper.greedy import greedy_decode
 
     loaded = load_pretrained(bundle, device="cpu", dtype="float32")
     tok = loaded.tokenizer()

@@ -1,4 +1,4 @@
-"""Word-level timestamps: cross-attention alignment heads + DTW (``oasr.decoding.alignment``).
+"""Word-level timestamps: cross-attention alignment heads + DTW (``oasr.decoding.whisper.alignment``).
 
 - Word splitting (``oasr.tokenizers.words``) on English with punctuation and on CJK text, against
   openai-whisper's tokenizer methods on the same GPT-2 vocabulary.
@@ -26,7 +26,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from oasr.decoding.alignment import (  # noqa: E402
+from oasr.decoding.whisper.alignment import (  # noqa: E402
     WordTiming,
     align_segments,
     align_words,
@@ -35,7 +35,7 @@ from oasr.decoding.alignment import (  # noqa: E402
     median_filter,
     merge_punctuations,
 )
-from oasr.models import load_pretrained  # noqa: E402
+from oasr.loading import load_pretrained  # noqa: E402
 from oasr.tokenizers.words import split_to_word_tokens  # noqa: E402
 
 PUNCT_PREPEND = "\"'“¿([{-"
@@ -173,7 +173,7 @@ def _openai_model(loaded, alignment_heads):
 
 def _window(loaded, wav: Path):
     """openai-whisper's framing: the log-mel of the audio plus 30 s of zeros; the first 3000 frames."""
-    from oasr.audio import load_audio
+    from oasr.io.audio import load_audio
     from oasr.features.logmel import log_mel_spectrogram
 
     audio = load_audio(wav)
@@ -361,7 +361,7 @@ def base(base_ct2):
 
 @pytest.mark.slow
 def test_sample_onsets_with_base(base, data_dir):
-    from oasr.decoding.greedy import greedy_decode
+    from oasr.decoding.whisper.greedy import greedy_decode
 
     wav, stm = data_dir / "diarization" / "sample.wav", data_dir / "diarization" / "sample.stm"
     tok = base.tokenizer()

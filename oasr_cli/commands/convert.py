@@ -36,7 +36,7 @@ def convert(
     if len(paths) < 2:
         raise typer.BadParameter("give at least one source and a destination", param_hint="SRC... DST")
     setup_logging(quiet, verbose)
-    from oasr.conversion import convert as run_convert
+    from oasr.conversion.run import convert as run_convert
 
     *sources, dst = paths
     results = run_convert(

@@ -150,9 +150,9 @@ class _DiarizeBatch(Batch):
 
     def process(self, src: str, route, progress) -> None:
         import oasr
-        from oasr.audio import duration, load_audio
+        from oasr.io.audio import duration, load_audio
         from oasr.formats.turns import render_turns, turns_json
-        from oasr.fsutil import atomic_write_text
+        from oasr.io.files import atomic_write_text
 
         vad_model, embedding_model = self.models
         started = time.perf_counter()
@@ -179,7 +179,7 @@ class _DiarizeBatch(Batch):
             self.emit(src, render_turns(turns, self.fmt), header=self.fmt != "rttm")
 
     def finish(self) -> None:
-        from oasr.fsutil import atomic_write_text
+        from oasr.io.files import atomic_write_text
 
         if self.shared is not None and self.collected:
             atomic_write_text(self.shared, "".join(self.collected))

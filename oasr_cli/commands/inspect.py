@@ -16,7 +16,7 @@ def inspect(
     json_out: JsonOpt = False,
 ) -> None:
     """Show what a bundle holds, or what detection would pick for a foreign checkpoint and why."""
-    from oasr.inspection import inspect as run_inspect
+    from oasr.conversion.inspect import inspect as run_inspect
 
     info = run_inspect(path)
     if json_out:

@@ -9,7 +9,7 @@ from typing import Annotated, Callable, Iterator, Optional
 
 import typer
 
-from oasr.catalog import TASKS
+from oasr.hub.catalog import TASKS
 
 from ..options import JsonOpt, QuietOpt, VerboseOpt
 from ..output import human_size, print_json, setup_logging, use_color
@@ -71,7 +71,7 @@ def _progress(quiet: bool) -> Iterator[Callable[[str, str], None] | None]:
 @app.command("list")
 def list_(task: TaskOpt = None, json_out: JsonOpt = False) -> None:
     """List the registry's models: task, size, whether a converted bundle is cached, and sources."""
-    from oasr.hub import list_models
+    from oasr.hub.resolve import list_models
 
     models = list_models(task.value if task else None)
     if json_out:
@@ -106,7 +106,7 @@ def pull(
     Nothing is fetched when the bundle is cached already. Pulls of one model at once are safe: one fetches, the others wait.
     """
     setup_logging(quiet, verbose)
-    from oasr.hub import bundle_origin, resolve_model
+    from oasr.hub.resolve import bundle_origin, resolve_model
 
     with _progress(quiet) as progress:
         path = resolve_model(
@@ -126,7 +126,7 @@ def pull(
 @app.command(no_args_is_help=True)
 def rm(name: ModelArg, quiet: QuietOpt = False) -> None:
     """Remove a model's converted bundles from the oasr cache (the Hugging Face cache is left alone)."""
-    from oasr.hub import remove_model
+    from oasr.hub.resolve import remove_model
 
     removed = remove_model(name)
     if not removed and not quiet:
@@ -139,7 +139,7 @@ def rm(name: ModelArg, quiet: QuietOpt = False) -> None:
 def path(name: ModelArg, task: TaskOpt = None, source: SourceOpt = None) -> None:
     """Print the path of a model's cached bundle; fail when it is not cached (fetches nothing)."""
     from oasr.errors import InputError
-    from oasr.hub import cached_bundle
+    from oasr.hub.resolve import cached_bundle
 
     found = cached_bundle(name, task=task.value if task else None, source=source.value if source else None)
     if found is None:
@@ -156,7 +156,7 @@ def resolve(
     json_out: JsonOpt = False,
 ) -> None:
     """Show what a model name resolves to and from where, loading and downloading nothing."""
-    from oasr.hub import describe_resolution
+    from oasr.hub.resolve import describe_resolution
 
     info = describe_resolution(
         name,

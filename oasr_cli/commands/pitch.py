@@ -156,9 +156,9 @@ class _PitchBatch(Batch):
 
     def process(self, src: str, route, progress) -> None:
         import oasr
-        from oasr.audio import duration, load_audio
+        from oasr.io.audio import duration, load_audio
         from oasr.formats.pitch import pitch_json, render_pitch
-        from oasr.fsutil import atomic_write_bytes, atomic_write_text
+        from oasr.io.files import atomic_write_bytes, atomic_write_text
 
         started = time.perf_counter()
         samples = load_audio(src)

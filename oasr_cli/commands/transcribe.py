@@ -2,7 +2,7 @@
 
 Policy only: flags -> TranscribeOptions, where each transcript goes (stdout, -o FILE, --output-dir),
 batch behaviour (go on past a bad file, summarise, exit 1) and the progress bar. Decoding is
-``oasr.transcribe``; audio decoding ``oasr.audio``; the file formats ``oasr.formats``.
+``oasr.transcribe``; audio decoding ``oasr.io.audio``; the file formats ``oasr.formats``.
 """
 
 from __future__ import annotations
@@ -363,7 +363,7 @@ class _TranscribeBatch(Batch):
         self._write(src, self._transcribe(src, progress), route)
 
     def _transcribe(self, src, progress):
-        from oasr.audio import duration, load_audio
+        from oasr.io.audio import duration, load_audio
 
         started = time.perf_counter()
         samples = load_audio(src)
@@ -384,7 +384,7 @@ class _TranscribeBatch(Batch):
     def _write(self, src: str, transcript, route) -> None:
         from oasr.formats import render
         from oasr.formats.text import transcript_json
-        from oasr.fsutil import atomic_write_text
+        from oasr.io.files import atomic_write_text
 
         for fmt, path in route:
             if path is not None:
@@ -409,7 +409,7 @@ def _load_model(spec: str, device: str, dtype: str):
     """The model, loaded once for the whole batch.
 
     ``oasr.load_pretrained`` takes what ``-m`` takes: a bundle, a checkpoint directory (converted in
-    memory), or a registry name / ``auto`` (resolved into the oasr cache by ``oasr.hub``).
+    memory), or a registry name / ``auto`` (resolved into the oasr cache by ``oasr.hub.resolve``).
     """
     import oasr
 

@@ -28,7 +28,7 @@ from ..models.crepe import FRAME, SAMPLE_RATE
 from ..options import PitchOptions
 from ..results import PitchTrack, ResultProvenance
 from ..version import __version__
-from .inputs import bundle_sha256, read_audio
+from .common import bundle_sha256, read_audio
 
 log = logging.getLogger("oasr")
 
@@ -132,7 +132,7 @@ def _default_batch(loaded) -> int:
 
 
 def _resolve_model(model, device, dtype):
-    from ..models import LoadedModel
+    from ..loading import LoadedModel
 
     if isinstance(model, LoadedModel):
         loaded, label, sha = model, model.provenance.source or model.architecture, ""
@@ -154,8 +154,8 @@ def _key(value):
 @functools.lru_cache(maxsize=2)
 def _load_model(spec: str, device: str | None, dtype: str | None):
     """(LoadedModel, bundle sha256) for a name, ``auto`` or a path; kept for the next call."""
-    from ..hub import resolve_model
-    from ..models import load_pretrained
+    from ..hub.resolve import resolve_model
+    from ..loading import load_pretrained
 
     path = Path(spec).expanduser()
     if not path.exists():

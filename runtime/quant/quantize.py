@@ -11,9 +11,9 @@ from typing import Any, Sequence
 
 import torch
 
-from .. import bundle as _bundle
+from ..io import bundle as _bundle
 from ..errors import InputError
-from ..fsutil import sha256_file
+from ..io.files import sha256_file
 from ..version import __version__
 from .layers import check_quantizable, plan_layers
 from .schemes import GROUP_SIZE, SCHEMES, quantize_int4, quantize_int8
@@ -50,9 +50,9 @@ def source_bundle(spec: str | Path) -> Path:
     A foreign directory is checked for a refused architecture before it is converted (into the
     oasr cache, as ``-m`` does).
     """
-    from ..hub import resolve_model
-    from ..registry import model_entry
-    from ..resolve import pick_converter
+    from ..hub.resolve import resolve_model
+    from ..models.architectures import model_entry
+    from ..conversion.detect import pick_converter
 
     path = Path(spec).expanduser()
     if path.exists() and not _bundle.is_bundle(path):
@@ -80,8 +80,9 @@ def quantize(
     force: bool = False,
 ) -> QuantizeResult:
     """Quantize the model ``src`` names into the bundle ``dst``; an up-to-date ``dst`` is skipped."""
-    from ..conversion import check_destination
-    from ..registry import meta_model, model_entry
+    from ..conversion.run import check_destination
+    from ..models.architectures import model_entry
+    from ..models.weights import meta_model
 
     start = time.perf_counter()
     if scheme not in SCHEMES:

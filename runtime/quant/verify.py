@@ -65,8 +65,8 @@ def verify(source, quantized, audio: str | Path, *, device: str = "cpu") -> Veri
     verified today.
     """
     import oasr
-    from ..audio import load_audio
-    from ..models import LoadedModel
+    from ..io.audio import load_audio
+    from ..loading import LoadedModel
 
     models = [m if isinstance(m, LoadedModel) else oasr.load_pretrained(m, device=device, dtype="float32") for m in (source, quantized)]
     if "transcribe" not in models[0].capabilities:
@@ -95,7 +95,7 @@ def verify_clip(path: str | Path | None) -> Path:
     """
     from importlib.util import find_spec
 
-    from ..audio import check_audio_path
+    from ..io.audio import check_audio_path
 
     if path is not None:
         return check_audio_path(path)

@@ -1,0 +1,187 @@
+"""``oasr convert``: foreign checkpoints -> native bundles, atomic and idempotent."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import torch
+
+from ..io import bundle as _bundle
+from ..errors import InputError, OasrError
+from ..io.files import sha256_file
+from ..models.weights import check_tensor_dtypes, check_weights, meta_model
+from .detect import check_source, pick_converter
+from ..version import __version__
+
+log = logging.getLogger("oasr")
+
+DTYPES = ("auto", "float32", "float16", "bfloat16")
+
+
+@dataclass
+class ConvertResult:
+    source: str
+    destination: str
+    status: str  # "converted", "skipped" (up to date), "planned" (dry run) or "failed"
+    converter: str = ""
+    architecture: str = ""
+    dtype: str = ""
+    claims: list[dict] = field(default_factory=list)
+    tensors: int = 0
+    parameters: int = 0
+    bytes: int = 0
+    mapped: int = 0
+    dropped: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    error: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def destinations(sources: Sequence[Path], dst: Path) -> list[Path]:
+    """One source converts into DST itself; several go into DST/<source name>."""
+    if len(sources) == 1:
+        return [dst]
+    names = [Path(s).stem if Path(s).is_file() else Path(s).resolve().name for s in sources]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise InputError(f"several sources share the name {dupes[0]!r}; convert them one by one")
+    return [dst / n for n in names]
+
+
+def check_destination(src: Path, dst: Path) -> None:
+    s, d = src.resolve(), dst.resolve()
+    if d == s or s in d.parents:
+        raise InputError(f"destination {dst} is inside the source {src}")
+    if dst.exists() and not (_bundle.is_bundle(dst) or (dst.is_dir() and not any(dst.iterdir()))):
+        raise InputError(f"destination {dst} exists and is not an oasr bundle; choose another path or remove it")
+    if not dst.parent.is_dir():
+        raise InputError(f"the parent folder of {dst} does not exist")
+
+
+def _up_to_date(dst: Path, converter: str, hashes: dict[str, str], dtype: str) -> bool:
+    cfg = _bundle.existing_config(dst)
+    if cfg is None:
+        return False
+    p = cfg.provenance
+    return (
+        p.source_format == converter
+        and p.source_files == hashes
+        and p.oasr_version == __version__
+        and p.options.get("dtype") == dtype
+        and (dst / _bundle.WEIGHTS_NAME).is_file()
+    )
+
+
+def convert_one(
+    src: Path,
+    dst: Path,
+    *,
+    architecture: str | None = None,
+    dtype: str = "auto",
+    force: bool = False,
+    dry_run: bool = False,
+) -> ConvertResult:
+    start = time.perf_counter()
+    if dtype not in DTYPES:
+        raise InputError(f"unknown dtype {dtype!r}; choose one of {', '.join(DTYPES)}")
+    src = check_source(Path(src))
+    dst = Path(dst)
+    if _bundle.is_bundle(src):
+        raise InputError(f"{src} is already a native bundle; nothing to convert")
+    check_destination(src, dst)
+    converter_cls, claims = pick_converter(src, architecture)
+    src = src.resolve()
+    result = ConvertResult(
+        source=str(src),
+        destination=str(dst),
+        status="planned" if dry_run else "converted",
+        converter=converter_cls.name,
+        architecture=converter_cls.architecture,
+        claims=[c.to_dict() for c in claims],
+    )
+    converter = converter_cls(src)
+    hashes = {p.name: sha256_file(p) for p in converter.source_files()}
+    if not dry_run and not force and _up_to_date(dst, converter_cls.name, hashes, dtype):
+        result.status = "skipped"
+        result.dtype = _bundle.read_config(dst).dtype
+        result.seconds = time.perf_counter() - start
+        return result
+
+    converted = converter.convert(hashes)
+    model = meta_model(converted.architecture, converted.model_config)
+    tensors, report = check_weights(model, converted.state_dict, converter_cls)
+    stored = check_tensor_dtypes(tensors)
+    target = stored if dtype == "auto" else dtype
+    if target != stored:
+        torch_dtype = getattr(torch, target)
+        tensors = {k: v.to(torch_dtype) if v.is_floating_point() else v for k, v in tensors.items()}
+    result.dtype = target
+    result.tensors = len(tensors)
+    result.parameters = sum(t.numel() for t in tensors.values())
+    result.bytes = sum(t.numel() * t.element_size() for t in tensors.values())
+    result.mapped = len(report.mapped)
+    result.dropped = report.dropped
+    result.notes = converted.notes
+    for note in converted.notes:
+        log.warning("%s", note)
+    if not dry_run:
+        provenance = converted.provenance
+        provenance.options["dtype"] = dtype
+        config = _bundle.BundleConfig(
+            architecture=converted.architecture,
+            model=converted.model_config.to_dict(),
+            dtype=target,
+            tokenizer=converted.tokenizer,
+            features=converted.features,
+            decoding=converted.decoding,
+            provenance=provenance,
+            capabilities=tuple(sorted(model.capabilities)),
+            aux=converted.aux,
+        )
+        _bundle.write_bundle(dst, config, tensors, converted.tokenizer_files)
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+def convert(
+    sources: Sequence[str | Path],
+    dst: str | Path,
+    *,
+    architecture: str | None = None,
+    dtype: str = "auto",
+    force: bool = False,
+    dry_run: bool = False,
+    fail_fast: bool = False,
+    on_result: Callable[[ConvertResult], None] | None = None,
+) -> list[ConvertResult]:
+    """Convert each source into a bundle; a failed source is reported and the rest go on."""
+    if not sources:
+        raise InputError("no source given")
+    dst = Path(dst)
+    sources = [Path(s) for s in sources]
+    if len(sources) > 1:
+        if dst.exists() and not dst.is_dir():
+            raise InputError(f"with several sources, {dst} must be a directory")
+        if _bundle.is_bundle(dst):
+            raise InputError(f"with several sources, {dst} must be a directory of bundles, not a bundle")
+        if not dry_run:
+            dst.mkdir(parents=True, exist_ok=True)
+    results = []
+    for src, out in zip(sources, destinations(sources, dst)):
+        try:
+            result = convert_one(src, out, architecture=architecture, dtype=dtype, force=force, dry_run=dry_run)
+        except OasrError as e:
+            if len(sources) == 1 or fail_fast:
+                raise
+            result = ConvertResult(source=str(src), destination=str(out), status="failed", error=str(e))
+        results.append(result)
+        if on_result is not None:
+            on_result(result)
+    return results

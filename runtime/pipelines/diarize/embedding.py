@@ -1,0 +1,155 @@
+"""Speaker embeddings with the GE2E encoder, computed as Resemblyzer's ``VoiceEncoder.embed_utterance``.
+
+An utterance is cut into partial utterances of 160 mel frames (1.6 s), one every
+``round(16000 / rate / 160)`` frames (77 at the default rate 1.3/s); the last partial is kept when
+it covers at least ``min_coverage`` of its span with audio (zero-padded), and there is always one.
+Each partial is embedded, the partial embeddings are averaged, and the mean is L2-normalised.
+
+Preprocessing. Resemblyzer's ``preprocess_wav`` raises quiet recordings to -30 dBFS and cuts
+silences longer than about 0.2 s (webrtcvad). Here only the gain is applied
+(``normalize_volume=True``, computed over the whole ``audio`` passed in): cutting silences would
+move every time stamp, and a diarization pipeline hands over speech regions from its own VAD.
+Parity with Resemblyzer holds on the same waveform, e.g. ``preprocess_wav``'s output with
+``normalize_volume=False``.
+
+``embed_segments`` embeds many windows of one recording at once: all partials of all windows go
+through the front end and the LSTM in batches of ``batch_size``; each window is embedded exactly
+as ``embed_utterance`` would embed that window alone (zeros outside it).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from ...errors import InputError
+from ...features.melspec import power_mel_frames
+from ...loading import require_model
+
+TARGET_DBFS = -30.0  # Resemblyzer's audio_norm_target_dBFS
+DEFAULT_RATE = 1.3  # partials per second
+DEFAULT_MIN_COVERAGE = 0.75
+_INT16_MAX = 2**15 - 1
+
+
+def volume_normalized(audio: np.ndarray, target_dbfs: float = TARGET_DBFS) -> np.ndarray:
+    """``audio`` raised (never lowered) to ``target_dbfs`` RMS, as Resemblyzer's ``normalize_volume``."""
+    rms = float(np.sqrt(np.mean(np.square(audio * _INT16_MAX, dtype=np.float64)))) if audio.size else 0.0
+    if rms == 0.0:  # silence stays silence
+        return audio
+    change_db = target_dbfs - 20.0 * math.log10(rms / _INT16_MAX)
+    if change_db <= 0:
+        return audio
+    return (audio * 10 ** (change_db / 20)).astype(np.float32)
+
+
+def partial_starts(
+    n_samples: int, *, partial_frames: int, hop: int, sample_rate: int, rate: float, min_coverage: float
+) -> list[int]:
+    """First mel frame of each partial of an ``n_samples`` utterance (Resemblyzer's ``compute_partial_slices``)."""
+    n_frames = math.ceil((n_samples + 1) / hop)
+    frame_step = round(sample_rate / rate / hop)
+    if not 0 < frame_step <= partial_frames:
+        raise InputError(
+            f"rate {rate} partials/s is out of range: it must lie between "
+            f"{sample_rate / hop / partial_frames:.3f} and {sample_rate / hop:.0f}"
+        )
+    starts = list(range(0, max(1, n_frames - partial_frames + frame_step + 1), frame_step))
+    coverage = (n_samples - starts[-1] * hop) / (partial_frames * hop)
+    if coverage < min_coverage and len(starts) > 1:
+        starts.pop()
+    return starts
+
+
+def embed_utterance(
+    audio: np.ndarray,
+    model: Any = "ge2e-speaker",
+    *,
+    normalize_volume: bool = True,
+    rate: float = DEFAULT_RATE,
+    min_coverage: float = DEFAULT_MIN_COVERAGE,
+    batch_size: int = 64,
+) -> np.ndarray:
+    """audio [samples] 16 kHz mono float32 -> [E] (256) L2-normalised embedding of the whole utterance."""
+    audio = _mono(audio)
+    return embed_segments(
+        audio,
+        [(0.0, len(audio) / 16000)],
+        model,
+        batch_size=batch_size,
+        normalize_volume=normalize_volume,
+        rate=rate,
+        min_coverage=min_coverage,
+    )[0]
+
+
+def embed_segments(
+    audio: np.ndarray,
+    segments: Sequence[tuple[float, float]],
+    model: Any = "ge2e-speaker",
+    *,
+    batch_size: int = 64,
+    normalize_volume: bool = True,
+    rate: float = DEFAULT_RATE,
+    min_coverage: float = DEFAULT_MIN_COVERAGE,
+) -> np.ndarray:
+    """audio [samples] 16 kHz mono float32, n (start_s, end_s) windows -> [n, E] L2-normalised embeddings.
+
+    ``normalize_volume`` applies one gain to the whole ``audio`` (see the module notes). Windows
+    reaching past the end of ``audio`` are cut there; a window must have ``0 <= start < end``.
+    """
+    loaded = require_model(model, "ge2e")
+    encoder, spec = loaded.model, loaded.feature_spec
+    partial_frames = loaded.config.partial_frames
+    audio = _mono(audio)
+    if normalize_volume:
+        audio = volume_normalized(audio)
+    sr, hop, n_fft = spec.sample_rate, spec.hop_length, spec.n_fft
+    if sr != 16000:
+        raise InputError(f"the GE2E front end expects 16 kHz audio, the model says {sr} Hz")
+    if batch_size < 1:
+        raise InputError(f"batch_size must be at least 1, got {batch_size}")
+
+    # One span of samples per partial: frame j of a window is centred on sample j * hop of it,
+    # with zeros outside the window (librosa's centred STFT with constant padding).
+    span = (partial_frames - 1) * hop + n_fft
+    owners: list[int] = []
+    spans: list[tuple[int, int, int]] = []  # (window start, window end, first sample of the span)
+    for index, (start_s, end_s) in enumerate(segments):
+        if not 0 <= start_s < end_s:
+            raise InputError(f"segment {index} ({start_s}, {end_s}): expected 0 <= start < end")
+        a = min(round(start_s * sr), len(audio))
+        b = min(round(end_s * sr), len(audio))
+        for frame in partial_starts(
+            b - a, partial_frames=partial_frames, hop=hop, sample_rate=sr, rate=rate, min_coverage=min_coverage
+        ):
+            owners.append(index)
+            spans.append((a, b, a + frame * hop - n_fft // 2))
+
+    device = next(encoder.parameters()).device
+    dtype = next(encoder.parameters()).dtype
+    partials = []
+    with torch.inference_mode():
+        for first in range(0, len(spans), batch_size):
+            batch = np.zeros((len(spans[first : first + batch_size]), span), dtype=np.float32)
+            for row, (a, b, s) in enumerate(spans[first : first + batch_size]):
+                lo, hi = max(s, a), min(s + span, b)
+                if lo < hi:
+                    batch[row, lo - s : hi - s] = audio[lo:hi]
+            mels = power_mel_frames(torch.from_numpy(batch).to(device), spec)
+            partials.append(encoder(mels.to(dtype)).float().cpu())
+        embeds = torch.zeros(len(segments), loaded.config.embedding_size)
+        if spans:
+            embeds.index_add_(0, torch.tensor(owners), torch.cat(partials))
+    # The mean's direction is the sum's; normalising once gives Resemblyzer's mean-then-normalise.
+    return torch.nn.functional.normalize(embeds, dim=1, eps=1e-12).numpy()
+
+
+def _mono(audio: Any) -> np.ndarray:
+    audio = np.asarray(audio, dtype=np.float32)
+    if audio.ndim != 1:
+        raise InputError(f"expected mono samples [samples], got an array of shape {audio.shape}")
+    return audio

@@ -1,0 +1,33 @@
+"""The tasks oasr has built, and the capability a model declares to serve each one.
+
+One list: the catalog validates its entries against it, ``oasr models list --task`` offers it,
+and ``load_pretrained(..., task=)`` checks a model's declared capabilities with it. A task is
+added here when its pipeline lands.
+"""
+
+from __future__ import annotations
+
+from .errors import CapabilityError, InputError
+
+# task -> the capability a model must declare to be loaded for it
+CAPABILITY = {
+    "transcribe": "transcribe",
+    "pitch": "pitch",
+    "vad": "vad",
+    "speaker-embedding": "speaker_embedding",
+}
+TASKS = tuple(CAPABILITY)
+
+
+def check_task(task: str) -> str:
+    if task not in CAPABILITY:
+        raise InputError(f"unknown task {task!r}; the built tasks are {', '.join(TASKS)}")
+    return task
+
+
+def require_capability(task: str, capabilities, what: str) -> None:
+    """Raise unless a model declaring ``capabilities`` serves ``task``; the error says what it can do."""
+    need = CAPABILITY[check_task(task)]
+    if need not in capabilities:
+        can = ", ".join(sorted(capabilities)) or "nothing"
+        raise CapabilityError(f"{what} cannot {task.replace('-', ' ')}; it can: {can}")
