@@ -63,7 +63,7 @@ def worker(args) -> None:
         start = time.perf_counter()
         model = oasr.load_pretrained(args.bundle, device="cpu", dtype="float32")
         load = time.perf_counter() - start
-        options = oasr.TranscribeOptions(beam_size=args.beam_size, best_of=5, temperatures=TEMPERATURES)
+        options = oasr.TranscribeOptions(decoding=oasr.WhisperDecoding(beam_size=args.beam_size, best_of=5, temperatures=TEMPERATURES))
 
         def run() -> str:
             torch.manual_seed(0)

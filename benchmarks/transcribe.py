@@ -82,7 +82,7 @@ def worker(args) -> None:
 
         torch.set_num_threads(args.threads)
         model = oasr.load_pretrained(args.bundle, device="cpu", dtype="float32")
-        options = oasr.TranscribeOptions(beam_size=args.beam_size, best_of=5, temperatures=TEMPERATURES, language=language)
+        options = oasr.TranscribeOptions(language=language, decoding=oasr.WhisperDecoding(beam_size=args.beam_size, best_of=5, temperatures=TEMPERATURES))
 
         def run() -> str:
             torch.manual_seed(0)

@@ -1,29 +1,232 @@
-"""The batch loop every audio command shares, and where its results go.
+"""The batch runner every audio command shares: its flags, where results go, and the loop.
 
-Cheap checks run first, so a typo does not wait for a model to load; an error about the model or
-the options stops the batch; a bad file is reported on one line and the batch goes on (unless
---fail-fast), and the command exits 1 at the end with a summary.
+A command is its own flags, its options dataclass and one ``run_batch`` call::
+
+    @batch_command("transcribe")
+    def transcribe(model: ModelOpt = "auto", ..., *, flags: BatchFlags) -> None:
+        plan = plan_outputs(flags, requested, formats, default="txt")
+        options = checked(TranscribeOptions, ...)        # a bad value: a usage error, exit 2
+        run_batch(flags, plan, Job(models=((model, "transcribe"),), run=..., render=...))
+
+``batch_command`` adds the flags the runner owns (AUDIO..., -f, -o, --output-dir, --json, --device,
+--dtype, --fail-fast, -q, -v) to the command's signature and hands them over as one
+``BatchFlags``. ``run_batch`` checks the cheap things first (every input exists, output folders),
+so a typo does not wait for a model; loads the models once, through ``oasr.load_pretrained(...,
+task=...)`` (the hub's steps as a spinner on a terminal); then runs each input with a progress bar
+on a terminal and a timing line in the log, and writes each result atomically or prints it. An
+error about a model or the options stops the batch; a bad file is reported on one line and the
+batch goes on (unless --fail-fast), then exits 1 with a summary. A closed stdout (``| head``)
+ends the run quietly.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import functools
+import inspect
 import logging
 import sys
+import time
 import traceback
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Mapping, Sequence
 
 import typer
 
 from oasr.errors import InputError, OasrError
 
-from .errors import debug_enabled, report
+from .errors import OneLineUsage, debug_enabled, report, silence_stdout
+from .options import AudioArg, AudioFilesOpt, Device, DeviceOpt, Dtype, DtypeOpt, FailFastOpt, JsonOpt, OutputDirOpt, OutputOpt, QuietOpt, VerboseOpt
+from .output import hub_progress, interactive, setup_logging
 
 log = logging.getLogger("oasr")
 
 DASH = "-"  # stdin as an input, stdout as -o
 Route = list[tuple[str, Path | None]]  # per input: (format, path, or None for stdout)
+Progress = Callable[[float, float], None]  # progress(done_seconds, total_seconds)
+
+
+# --- the flags ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BatchFlags:
+    """The flags every audio command shares: its inputs, where results go, the device, the log."""
+
+    sources: list[str]  # -f AUDIO..., then AUDIO...
+    output: Path | None
+    output_dir: Path | None
+    json_out: bool
+    device: str
+    dtype: str
+    fail_fast: bool
+    quiet: bool
+    verbose: bool
+    verb: str  # what the command does to audio, for "no audio to <verb>"
+
+
+# (parameter, annotation, default): before the command's own flags, then after them.
+_LEADING = (("audio", AudioArg, None), ("files", AudioFilesOpt, None))
+_TRAILING = (
+    ("output", OutputOpt, None),
+    ("output_dir", OutputDirOpt, None),
+    ("json_out", JsonOpt, False),
+    ("device", DeviceOpt, Device.auto),
+    ("dtype", DtypeOpt, Dtype.auto),
+    ("fail_fast", FailFastOpt, False),
+    ("quiet", QuietOpt, False),
+    ("verbose", VerboseOpt, False),
+)
+
+
+def batch_command(verb: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Decorator: give a command the runner's flags; it receives them as ``flags: BatchFlags``."""
+
+    def wrap(fn: Callable[..., None]) -> Callable[..., None]:
+        own = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in inspect.signature(fn, eval_str=True).parameters.values() if p.name != "flags"]
+
+        def shared(specs) -> list[inspect.Parameter]:
+            return [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=a, default=d) for name, a, d in specs]
+
+        params = [*shared(_LEADING), *own, *shared(_TRAILING)]
+
+        @functools.wraps(fn)
+        def command(**kwargs: Any) -> None:
+            audio, files = (kwargs.pop(name) for name, _, _ in _LEADING)
+            given = {name: kwargs.pop(name) for name, _, _ in _TRAILING}
+            given["device"], given["dtype"] = given["device"].value, given["dtype"].value
+            fn(**kwargs, flags=BatchFlags(sources=[*(files or []), *(audio or [])], verb=verb, **given))
+
+        command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+        command.__annotations__ = {p.name: p.annotation for p in params}
+        return command
+
+    return wrap
+
+
+def usage(message: str, hint: str | None = None) -> typer.BadParameter:
+    return typer.BadParameter(message, param_hint=hint)
+
+
+def checked(build: Callable[..., Any], *args: Any, **fields: Any) -> Any:
+    """``build(*args, **fields)`` (an options dataclass): a bad value is a usage error, exit 2."""
+    try:
+        return build(*args, **fields)
+    except InputError as e:  # the message names the flag
+        raise usage(str(e)) from e
+
+
+def flag_values(given: Any) -> list[str]:
+    """-F's values as plain names: None, one Enum member or a list of them."""
+    if given is None:
+        return []
+    return [getattr(v, "value", v) for v in (given if isinstance(given, (list, tuple)) else [given])]
+
+
+# --- where results go ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Where each input's results go, as formats and paths (None: stdout)."""
+
+    routes: list[Route]
+    shared: Path | None = None  # several inputs' results joined into this one -o FILE
+
+    @property
+    def formats(self) -> list[str]:
+        return [fmt for fmt, _ in self.routes[0]] if self.routes else []
+
+
+def plan_outputs(
+    flags: BatchFlags,
+    requested: Sequence[str],
+    formats: Mapping[str, str],
+    *,
+    default: str,
+    shared_file_format: str | None = None,
+) -> Plan:
+    """The formats asked for (-F, repeatable; "all"), and for each input where each goes: stdout,
+    -o FILE (its extension picks the format), or one file per input and format in --output-dir.
+
+    ``formats``: every format name and its file extension. ``shared_file_format``: the one format
+    whose results for several inputs may share one -o FILE (RTTM lines name their file).
+    """
+    sources = flags.sources
+    if not sources:
+        raise OneLineUsage(f"no audio to {flags.verb}: pass -f AUDIO (or AUDIO; '-' reads stdin)")
+    if sources.count(DASH) > 1:
+        raise usage("stdin ('-') can be read only once")
+    names = list(dict.fromkeys(f for name in requested for f in (formats if name == "all" else (name,))))
+    by_suffix = {ext: name for name, ext in formats.items()}
+    to_stdout = flags.output is not None and str(flags.output) == DASH
+    out_file = flags.output if flags.output is not None and not to_stdout else None
+    output_dir = flags.output_dir
+    if out_file is not None and output_dir is not None:
+        raise usage("give -o FILE (one input) or --output-dir DIR (a batch), not both")
+    if flags.json_out:
+        if out_file is not None or output_dir is not None:
+            raise usage("--json prints JSON on stdout; to write JSON files use -F json with -o or --output-dir")
+        if names not in ([], ["json"]):
+            raise usage("--json prints the JSON format; drop -F (or use -F json)")
+        names = ["json"]
+
+    if output_dir is not None:
+        names = names or [default]
+        if output_dir.exists() and not output_dir.is_dir():
+            raise usage(f"{output_dir} exists and is not a directory", "'--output-dir'")
+        seen: dict[Path, str] = {}
+        routes = []
+        for src in sources:
+            stem = "stdin" if src == DASH else Path(src).stem
+            targets: Route = [(f, output_dir / f"{stem}.{formats[f]}") for f in names]
+            for _, path in targets:
+                if path in seen:
+                    raise usage(f"{seen[path]} and {src} would both write {path}; process them separately")
+                seen[path] = src  # type: ignore[index]
+            routes.append(targets)
+        return Plan(routes)
+
+    if out_file is not None:
+        if out_file.is_dir():
+            raise usage(f"{out_file} is a directory; use --output-dir {out_file}", "'-o' / '--output'")
+        guessed = by_suffix.get(out_file.suffix.lower().lstrip("."))
+        names = names or ([guessed] if guessed else [])
+        if not names:
+            raise usage(f"cannot tell the format from {out_file.name!r}; add -F {'|'.join(formats)}", "'-o' / '--output'")
+        if len(sources) > 1:
+            if names != [shared_file_format]:
+                shared = f" (several share one file only as {shared_file_format.upper()})" if shared_file_format else ""
+                raise usage(f"-o {out_file} takes one input, not {len(sources)}{shared}; use --output-dir DIR for a batch")
+            return Plan([[(names[0], out_file)] for _ in sources], shared=out_file)
+        if len(names) == 1:
+            return Plan([[(names[0], out_file)]])
+        base = out_file.with_suffix("") if guessed else out_file
+        return Plan([[(f, base.parent / f"{base.name}.{formats[f]}") for f in names]])
+
+    names = names or [default]
+    if len(names) > 1:
+        raise usage("several output formats (-F all) need --output-dir DIR, or -o FILE for one input")
+    return Plan([[(names[0], None)] for _ in sources])
+
+
+# --- the run -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Job:
+    """What a command does with each input, for ``run_batch``."""
+
+    models: tuple[tuple[str, str], ...]  # (name or path as given, its task in oasr.tasks.TASKS), each loaded once
+    run: Callable[[tuple, Any, Progress | None], Any]  # (loaded models, 16 kHz samples, progress) -> a result
+    render: Callable[[Any, str], str]  # (result, format) -> the text of one file
+    json_line: Callable[[Any], str]  # result -> one compact JSON line (several inputs on stdout: JSON Lines)
+    describe: Callable[[Any], str]  # what the timing line adds: "2 speaker(s), 5 turn(s)"
+    # Formats whose results of several inputs join into one stream (stdout, a shared -o FILE) without
+    # "==> file <==" lines: format -> (result, first piece?) -> text.
+    joined: Mapping[str, Callable[[Any, bool], str]] = field(default_factory=dict)
 
 
 def fatal_errors() -> tuple[type[BaseException], ...]:
@@ -33,66 +236,114 @@ def fatal_errors() -> tuple[type[BaseException], ...]:
     return (BundleError, CapabilityError, ConversionError, DetectionError, LoadError)
 
 
-class Batch:
-    """Run ``process`` on each input in turn; ``failed`` lists the inputs that failed.
+def run_batch(flags: BatchFlags, plan: Plan, job: Job) -> None:
+    """Run ``job`` on every input of ``flags`` and put the results where ``plan`` says; exit 1
+    at the end when an input failed."""
+    setup_logging(flags.quiet, flags.verbose)
+    batch = _Batch(flags, plan, job)
+    pending = batch.check()
+    if pending:
+        models = _load_models(job.models, flags)
+        with progress_bar(interactive(flags.quiet)) as bar:
+            for src, route in pending:
+                try:
+                    batch.write(src, batch.process(models, src, bar), route)
+                except BrokenPipeError:  # the reader of stdout is gone (`| head`): stop, quietly
+                    silence_stdout()
+                    break
+                except fatal_errors():
+                    raise
+                except Exception as e:
+                    if batch.fail(src, e):
+                        break
+        batch.finish()
+    batch.exit_if_failed()
 
-    Subclasses implement ``process(src, route, progress)`` and may override ``prepare`` (runs
-    once, after the checks, only when there is work: load the model there) and ``finish``.
-    """
 
-    def __init__(self, sources: list[str], routes: list[Route], fail_fast: bool):
-        self.sources = sources
-        self.routes = routes
-        self.fail_fast = fail_fast
+def _load_models(models: tuple[tuple[str, str], ...], flags: BatchFlags) -> tuple:
+    import oasr
+
+    loaded = []
+    for spec, task in models:
+        started = time.perf_counter()
+        log.info("loading %s for %s (device %s, dtype %s)", spec, task, flags.device, flags.dtype)
+        with hub_progress(interactive(flags.quiet)) as progress:
+            loaded.append(oasr.load_pretrained(spec, task=task, device=flags.device, dtype=flags.dtype, progress=progress))
+        log.info("%s ready in %.1f s", spec, time.perf_counter() - started)
+    return tuple(loaded)
+
+
+class _Batch:
+    """The state of one run: what failed, what was printed, the pieces of a shared -o FILE."""
+
+    def __init__(self, flags: BatchFlags, plan: Plan, job: Job):
+        self.flags, self.plan, self.job = flags, plan, job
+        self.several = len(flags.sources) > 1
         self.failed: list[str] = []
-        self._printed = 0  # results printed on stdout so far
+        self.printed = 0  # results printed on stdout so far
+        self.collected: list[str] = []  # pieces of the shared -o FILE
 
-    def prepare(self) -> None:
-        pass
-
-    def process(self, src: str, route: Route, progress) -> None:
-        raise NotImplementedError
-
-    def finish(self) -> None:
-        pass
-
-    def run(self, show_progress: bool) -> None:
+    def check(self) -> list[tuple[str, Route]]:
+        """The inputs worth running: each exists (else it failed already); output folders made."""
         from oasr.io.audio import STDIN, check_audio_path
 
         pending = []
-        for src, route in zip(self.sources, self.routes):
+        for src, route in zip(self.flags.sources, self.plan.routes):
             if src != STDIN:
                 try:
                     check_audio_path(src)
                 except InputError as e:
                     if self.fail(src, e):
-                        return
+                        return []
                     continue
             for _, path in route:
                 if path is not None:
                     path.parent.mkdir(parents=True, exist_ok=True)
             pending.append((src, route))
-        if not pending:
-            return
-        self.prepare()
-        with progress_bar(show_progress) as progress:
-            for src, route in pending:
-                try:
-                    self.process(src, route, progress)
-                except fatal_errors():
-                    raise
-                except Exception as e:
-                    if self.fail(src, e):
-                        break
-        self.finish()
+        return pending
 
-    def emit(self, src: str, text: str, *, header: bool = True) -> None:
-        """Print one input's result; several inputs get a ``==> src <==`` line before each."""
-        if header and len(self.sources) > 1:
-            text = ("\n" if self._printed else "") + f"==> {src} <==\n" + text
+    def process(self, models: tuple, src: str, bar) -> Any:
+        from oasr.io.audio import duration, load_audio
+
+        started = time.perf_counter()
+        samples = load_audio(src)
+        seconds = duration(samples)
+        with file_progress(bar, src, seconds) as callback:
+            result = self.job.run(models, samples, callback)
+        if not result.source:
+            result = dataclasses.replace(result, source=src)
+        log.info("%s: %.1f s of audio in %.1f s, %s", src, seconds, time.perf_counter() - started, self.job.describe(result))
+        return result
+
+    def write(self, src: str, result: Any, route: Route) -> None:
+        from oasr.io.files import atomic_write_text
+
+        for fmt, path in route:
+            if path is not None and path == self.plan.shared:
+                self.collected.append(self.job.joined[fmt](result, not self.collected))
+            elif path is not None:
+                atomic_write_text(path, self.job.render(result, fmt))
+                log.info("wrote %s", path)
+            elif not self.several:
+                self._print(self.job.render(result, fmt))
+            elif fmt == "json":  # several inputs: JSON Lines
+                self._print(self.job.json_line(result) + "\n")
+            elif fmt in self.job.joined:
+                self._print(self.job.joined[fmt](result, not self.printed))
+            else:  # a "==> src <==" line before each input's result
+                self._print(("\n" if self.printed else "") + f"==> {src} <==\n" + self.job.render(result, fmt))
+
+    def _print(self, text: str) -> None:
         sys.stdout.write(text)
         sys.stdout.flush()
-        self._printed += 1
+        self.printed += 1
+
+    def finish(self) -> None:
+        from oasr.io.files import atomic_write_text
+
+        if self.plan.shared is not None and self.collected:
+            atomic_write_text(self.plan.shared, "".join(self.collected))
+            log.info("wrote %s", self.plan.shared)
 
     def fail(self, src: str, exc: BaseException) -> bool:
         """Report a failed input on one line; True when the batch stops here (--fail-fast)."""
@@ -106,79 +357,17 @@ class Batch:
             print(f"oasr: error: {message}", file=sys.stderr)
         else:
             report(exc)  # "internal error: ..." with the OASR_DEBUG hint
-        return self.fail_fast
+        return self.flags.fail_fast
 
     def exit_if_failed(self) -> None:
         if self.failed:
-            if len(self.sources) > 1:
+            if self.several:
                 names = ", ".join(self.failed)
-                typer.echo(f"oasr: {len(self.failed)} of {len(self.sources)} file(s) failed: {names}", err=True)
+                typer.echo(f"oasr: {len(self.failed)} of {len(self.flags.sources)} file(s) failed: {names}", err=True)
             raise typer.Exit(1)
 
 
-def usage(message: str, hint: str | None = None) -> typer.BadParameter:
-    return typer.BadParameter(message, param_hint=hint)
-
-
-def plan_single_format(
-    sources: list[str],
-    fmt: str | None,
-    *,
-    formats: tuple[str, ...],
-    default: str,
-    output: Path | None,
-    output_dir: Path | None,
-    json_out: bool,
-    from_suffix: Callable[[Path], str | None],
-    shared_file_format: str | None = None,
-) -> tuple[str, list[Route]]:
-    """One format for every input, and where each result goes: stdout, -o FILE or --output-dir DIR.
-
-    ``shared_file_format``: the one format whose results for several inputs may share one -o FILE
-    (RTTM lines name their file); any other format takes -o FILE for one input only.
-    """
-    if not sources:
-        raise usage("give at least one audio file (AUDIO or -f AUDIO; - reads stdin)")
-    if sources.count(DASH) > 1:
-        raise usage("stdin ('-') can be read only once")
-    to_stdout = output is not None and str(output) == DASH
-    out_file = output if output is not None and not to_stdout else None
-    if out_file is not None and output_dir is not None:
-        raise usage("give -o FILE or --output-dir DIR, not both")
-    if json_out:
-        if out_file is not None or output_dir is not None:
-            raise usage("--json prints JSON on stdout; to write JSON files use -F json with -o or --output-dir")
-        if fmt not in (None, "json"):
-            raise usage("--json prints the JSON format; drop -F (or use -F json)")
-        fmt = "json"
-    if output_dir is not None:
-        fmt = fmt or default
-        if output_dir.exists() and not output_dir.is_dir():
-            raise usage(f"{output_dir} exists and is not a directory", "'--output-dir'")
-        seen: dict[Path, str] = {}
-        routes: list[Route] = []
-        for src in sources:
-            path = output_dir / f"{'stdin' if src == DASH else Path(src).stem}.{fmt}"
-            if path in seen:
-                raise usage(f"{seen[path]} and {src} would both write {path}; process them separately")
-            seen[path] = src
-            routes.append([(fmt, path)])
-        return fmt, routes
-    if out_file is not None:
-        if out_file.is_dir():
-            raise usage(f"{out_file} is a directory; use --output-dir {out_file}", "'-o' / '--output'")
-        fmt = fmt or from_suffix(out_file)
-        if fmt is None:
-            raise usage(f"cannot tell the format from {out_file.name!r}; add -F {'|'.join(formats)}", "'-o' / '--output'")
-        if len(sources) > 1 and fmt != shared_file_format:
-            shared = f"; several share one file only as {shared_file_format.upper()}" if shared_file_format else ""
-            raise usage(f"-o {out_file} takes one input in {fmt}{shared} (use --output-dir DIR for a batch)")
-        return fmt, [[(fmt, out_file)] for _ in sources]
-    fmt = fmt or default
-    return fmt, [[(fmt, None)] for _ in sources]
-
-
-# --- progress -----------------------------------------------------------------------------------
+# --- progress ----------------------------------------------------------------------------------------
 
 
 class _RichProgress:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 import traceback
@@ -27,6 +28,10 @@ ERROR_TABLE: tuple[tuple[type[BaseException], int, str], ...] = (
 )
 
 
+class OneLineUsage(Exception):
+    """A usage error said in one line (``oasr: error: ...``, exit 2), not click's usage block."""
+
+
 def debug_enabled() -> bool:
     return os.environ.get("OASR_DEBUG", "") not in ("", "0")
 
@@ -49,6 +54,17 @@ def report(exc: BaseException) -> int:
     raise exc
 
 
+def silence_stdout() -> None:
+    """Point stdout at /dev/null once its reader is gone (``oasr ... | head -1``), so nothing more
+    is written there, not even the interpreter's final flush (no "Exception ignored" line)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, io.UnsupportedOperation):  # stdout is no file (captured, closed)
+        pass
+
+
 def run(command, args: list[str] | None, prog_name: str) -> int:
     """Run the app's click command with oasr's exit codes: 0, 1 failure, 2 usage, 130 interrupted.
 
@@ -63,9 +79,14 @@ def run(command, args: list[str] | None, prog_name: str) -> int:
         print("oasr: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:
-        # A closed pipe downstream (`oasr ... | head`) is not an error of ours.
-        sys.stderr.close()
+        # The reader of stdout went away (`oasr ... | head`): it has what it wanted, and that is
+        # no failure of ours, so the exit is 0 (as the documented codes say; 141, a shell's mark of
+        # death by SIGPIPE, would fail `set -o pipefail` scripts that only wanted the first lines).
+        silence_stdout()
         return EXIT_OK
+    except OneLineUsage as e:
+        print(f"oasr: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
     except typer.TyperException as e:  # click's usage errors: they print themselves, exit 2
         if hasattr(e, "show"):
             e.show()

@@ -5,6 +5,8 @@ Command modules import the runtime inside their bodies, so ``oasr --help`` never
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 
 import typer
@@ -12,32 +14,39 @@ from typer._completion_classes import completion_init
 
 from oasr.version import __version__
 
-from .commands.convert import convert
-from .commands.diarize import diarize
+from .commands import convert, diarize, inspect, pitch, quantize, transcribe
+from .commands.completion import app as completion_app
 from .commands.eval import app as eval_app
-from .commands.inspect import inspect
 from .commands.models import app as models_app
-from .commands.quantize import quantize
-from .commands.pitch import pitch
-from .commands.transcribe import transcribe
 from .errors import run
+from .options import new_app
 
 # The apps are built with add_completion=False (no --install-completion options), and that also
 # skips Typer's registration of its shell-completion classes, so the _OASR_COMPLETE /
 # _OASR_CONVERT_COMPLETE hook would answer "Shell bash not supported". Register them here; the
-# scripts in completions/ (scripts/gen_cli_docs.py) rely on it.
+# scripts of `oasr completion` and completions/ rely on it.
 completion_init()
 
 HELP = "Speech checkpoints from any ecosystem, one native bundle, one command line."
 
-app = typer.Typer(
-    name="oasr",
-    help=HELP,
-    no_args_is_help=True,
-    add_completion=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
-    pretty_exceptions_enable=False,
-)
+EXAMPLES = """Examples:
+
+Transcribe a recording with the default model (fetched and converted once):
+  oasr transcribe talk.wav
+
+Convert a faster-whisper checkpoint, then run it:
+  oasr convert ./faster-whisper-small ./whisper-small
+  oasr transcribe -m ./whisper-small -F srt -o talk.srt talk.wav
+
+See every command's options and examples:
+  oasr transcribe --help
+"""
+
+# Help piped into grep or a pager is not cut to 80 columns (rich's width off a terminal), so
+# option names stay whole; TERMINAL_WIDTH, when set, still decides.
+PIPED_HELP_WIDTH = 160
+
+app = new_app("oasr", HELP, epilog=EXAMPLES)
 
 
 def _version(value: bool) -> None:
@@ -53,30 +62,47 @@ def _root(
     """Speech checkpoints from any ecosystem, one native bundle, one command line."""
 
 
-app.command(no_args_is_help=True)(convert)
-app.command()(inspect)
+# The audio commands have no no_args_is_help: without input they say, in one line, what is missing.
+app.command(no_args_is_help=True, epilog=convert.EXAMPLES)(convert.convert)
+app.command(epilog=inspect.EXAMPLES)(inspect.inspect)
 app.add_typer(models_app, name="models")
-app.command(no_args_is_help=True)(quantize)
-app.command(no_args_is_help=True)(transcribe)
-app.command(no_args_is_help=True)(pitch)
-app.command(no_args_is_help=True)(diarize)
+app.command(no_args_is_help=True, epilog=quantize.EXAMPLES)(quantize.quantize)
+app.command(epilog=transcribe.EXAMPLES)(transcribe.transcribe)
+app.command(epilog=pitch.EXAMPLES)(pitch.pitch)
+app.command(epilog=diarize.EXAMPLES)(diarize.diarize)
 app.add_typer(eval_app, name="eval")
+app.add_typer(completion_app, name="completion")
 
-convert_app = typer.Typer(
-    name="oasr-convert",
-    add_completion=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
-    pretty_exceptions_enable=False,
-)
-convert_app.command(no_args_is_help=True)(convert)
+convert_app = new_app("oasr-convert")
+convert_app.command(no_args_is_help=True, epilog=convert.EXAMPLES)(convert.convert)
+
+
+@contextlib.contextmanager
+def _help_width():
+    """``PIPED_HELP_WIDTH`` columns for help printed while this runs, when stdout is not a terminal."""
+    if sys.stdout.isatty() or os.environ.get("TERMINAL_WIDTH"):
+        yield
+        return
+    os.environ["TERMINAL_WIDTH"] = str(PIPED_HELP_WIDTH)  # read once, when typer.rich_utils is imported
+    loaded = sys.modules.get("typer.rich_utils")
+    if loaded is not None:
+        loaded.MAX_WIDTH = PIPED_HELP_WIDTH
+    try:
+        yield
+    finally:
+        del os.environ["TERMINAL_WIDTH"]
+        if "typer.rich_utils" in sys.modules:
+            sys.modules["typer.rich_utils"].MAX_WIDTH = None
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run(typer.main.get_command(app), argv, "oasr")
+    with _help_width():
+        return run(typer.main.get_command(app), argv, "oasr")
 
 
 def convert_main(argv: list[str] | None = None) -> int:
-    return run(typer.main.get_command(convert_app), argv, "oasr-convert")
+    with _help_width():
+        return run(typer.main.get_command(convert_app), argv, "oasr-convert")
 
 
 if __name__ == "__main__":

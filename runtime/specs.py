@@ -91,6 +91,7 @@ class Provenance(_Spec):
     oasr_version: str = ""
     source: str = ""  # what the user pointed at, for display only
     options: dict[str, Any] = field(default_factory=dict)  # conversion options (dtype) for up-to-date checks
+    dropped: tuple[str, ...] = ()  # source tensors the conversion left unused (allowed, or a capability hint)
 
 
 @dataclass
@@ -98,7 +99,7 @@ class LoadReport:
     """What happened to every source tensor and every model tensor during a load."""
 
     mapped: list[str] = field(default_factory=list)  # source names that filled a model tensor
-    dropped: list[str] = field(default_factory=list)  # source names left unused
+    dropped: list[str] = field(default_factory=list)  # source names left unused (by the conversion, for a converted bundle)
     missing: list[str] = field(default_factory=list)  # model tensors nothing filled
 
     def to_dict(self) -> dict[str, list[str]]:

@@ -26,8 +26,13 @@ def check_task(task: str) -> str:
 
 
 def require_capability(task: str, capabilities, what: str) -> None:
-    """Raise unless a model declaring ``capabilities`` serves ``task``; the error says what it can do."""
+    """Raise unless a model declaring ``capabilities`` serves ``task``; the error names the
+    installed architectures that do and what this model can do."""
     need = CAPABILITY[check_task(task)]
-    if need not in capabilities:
-        can = ", ".join(sorted(capabilities)) or "nothing"
-        raise CapabilityError(f"{what} cannot {task.replace('-', ' ')}; it can: {can}")
+    if need in capabilities:
+        return
+    from .models.architectures import serving
+
+    can = ", ".join(sorted(capabilities)) or "nothing"
+    fits = " or ".join(serving(need)) or "another"
+    raise CapabilityError(f"{task} needs a {fits} model; {what} can: {can}")

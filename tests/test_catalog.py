@@ -74,6 +74,15 @@ def test_shipped_catalog_has_the_required_models():
     assert [s.kind for s in catalog.get("whisper-large-v3-turbo").sources] == ["hf"]
 
 
+def test_entries_are_catalog_entries_of_built_tasks():
+    from oasr.hub import catalog as module
+    from oasr.tasks import TASKS
+
+    assert not hasattr(module, "ModelEntry")
+    for e in load_catalog().entries.values():
+        assert isinstance(e, module.CatalogEntry) and e.task in TASKS
+
+
 def test_whisper_base_mirror_reassembles_two_packages():
     base = load_catalog().get("whisper-base")
     mirror = next(s for s in base.sources if isinstance(s, PyPISource))
@@ -151,6 +160,7 @@ def _mutate(path: str, value) -> dict:
 BAD_ENTRIES = [
     ("task", ..., "missing field 'task'"),
     ("task", "transcription", "'transcription' is not one of"),
+    ("task", "separate", "task: 'separate' is not one of transcribe, pitch, vad, speaker-embedding"),  # not built
     ("lisence", "MIT", "unknown field(s) lisence"),
     ("size", 0, "size: must be at least 1"),
     ("size", True, "size: expected an integer"),

@@ -2,11 +2,12 @@
 
 The checked-in man/ and completions/ must equal what scripts/gen_cli_docs.py generates from the
 Typer apps now; after changing a command or a help string, run `python scripts/gen_cli_docs.py`
-(or `make docs`).
+(or `make docs`). The generator lives in scripts/, outside the shipped package.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -18,11 +19,21 @@ from typing import Annotated, Optional
 import pytest
 import typer
 
-from oasr_cli import docs
 from oasr_cli.main import app, convert_app
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "gen_cli_docs.py"
+
+
+def _load_generator():
+    spec = importlib.util.spec_from_file_location("gen_cli_docs", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+docs = _load_generator()
 REGENERATE = "run `python scripts/gen_cli_docs.py` (or `make docs`) and commit man/ and completions/"
 
 
@@ -61,7 +72,7 @@ def test_checked_in_files_are_current():
 
 def test_generation_is_deterministic():
     assert docs.generated_files() == docs.generated_files()
-    expected = {f"completions/{prog}.{shell}" for prog, _, _ in docs.PROGRAMS for shell in docs.SHELLS}
+    expected = {"completions/" + name for name in ("oasr.bash", "_oasr", "oasr.fish", "oasr-convert.bash", "_oasr-convert", "oasr-convert.fish")}
     assert expected <= set(docs.generated_files())
 
 
@@ -197,7 +208,7 @@ def test_sub_groups_recurse_and_roff_is_escaped():
     for line in page.splitlines():
         assert not line.startswith("'"), line
         assert not line.startswith(".") or line.split()[0] in {
-            ".\\\"", ".TH", ".SH", ".PP", ".TP", ".IP", ".nf", ".fi", ".nh", ".ad"
+            ".\\\"", ".TH", ".SH", ".PP", ".TP", ".IP", ".nf", ".fi", ".nh", ".ad", ".RS", ".RE"
         }, line
     assert "\\fBtoy\\-models\\-list\\fR(1)" in pages["toy-models.1"]  # COMMANDS and SEE ALSO
     assert "\\fBtoy\\-models\\fR(1)" in pages["toy.1"] and "\\fBtoy\\fR(1)" in pages["toy-models.1"]
@@ -262,7 +273,9 @@ def test_help_does_not_import_torch():
         "    codes = [main(['--help']), main(['convert', '--help']), main(['inspect', '--help']), convert_main(['--help'])]\n"
         "assert codes == [0, 0, 0, 0], codes\n"
         "assert 'Usage' in out.getvalue()\n"
-        "from oasr_cli import docs\n"
+        "import importlib.util\n"
+        f"spec = importlib.util.spec_from_file_location('gen_cli_docs', {str(SCRIPT)!r})\n"
+        "docs = sys.modules['gen_cli_docs'] = importlib.util.module_from_spec(spec); spec.loader.exec_module(docs)\n"
         "docs.generated_files()\n"
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'numpy', 'safetensors', 'transformers'))\n"
         "assert not heavy, heavy\n"
@@ -280,3 +293,73 @@ def test_help_importtime_has_no_torch():
     imported = [line.rsplit("|", 1)[-1].strip() for line in result.stderr.splitlines() if line.startswith("import time:")]
     assert imported, result.stderr[:500]
     assert not [m for m in imported if m.split(".")[0] == "torch"]
+
+
+# ---------------------------------------------------------------------------------------------
+# help: whole option names when piped, and examples in every command
+
+
+def _leaf_commands():
+    for path, command, _ in _all_commands():
+        if not hasattr(command, "list_commands"):
+            yield path, command
+
+
+def test_piped_help_keeps_option_names_whole():
+    """`oasr transcribe --help | grep temperature-increment` finds it, whatever COLUMNS says."""
+    env = _clean_env(COLUMNS="40")
+    env.pop("TERMINAL_WIDTH", None)
+    result = subprocess.run(_program("oasr") + ["transcribe", "--help"], env=env, capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("--temperature-increment-on-fallback") == 1
+    assert "--condition-on-previous-text" in result.stdout and "…" not in result.stdout
+    result = subprocess.run(_program("oasr") + ["transcribe", "--help"], env=_clean_env(TERMINAL_WIDTH="60"), capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert "…" in result.stdout  # an explicit TERMINAL_WIDTH still decides
+
+
+def test_every_command_has_examples_in_help_and_man_page(cli):
+    pages = docs.man_pages()
+    for path, command in _leaf_commands():
+        code, out, err = (cli(*path[1:], "--help") if path[0] == "oasr" else (0, "", ""))
+        assert code == 0, err
+        name = " ".join(path)
+        if path[0] == "oasr":
+            assert "Examples:" in out, f"{name} --help shows no examples"
+            example = next(line.strip() for line in out.split("Examples:", 1)[1].splitlines() if line.strip().startswith(("oasr", "source")))
+            assert example.split()[0] in ("oasr", "source"), example
+        page = pages["-".join(path) + ".1"]
+        assert ".SH EXAMPLES\n" in page, f"{name}'s man page has no EXAMPLES"
+        assert page.index(".SH EXAMPLES") < page.index(".SH EXIT STATUS")
+
+
+# ---------------------------------------------------------------------------------------------
+# oasr completion show|install
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
+def test_completion_show_prints_the_checked_in_scripts(cli, shell):
+    code, out, err = cli("completion", "show", shell)
+    assert code == 0, err
+    names = {"bash": ("oasr.bash", "oasr-convert.bash"), "zsh": ("_oasr", "_oasr-convert"), "fish": ("oasr.fish", "oasr-convert.fish")}[shell]
+    assert out == "\n".join((ROOT / "completions" / n).read_text() for n in names)
+
+
+def test_completion_install_writes_where_each_shell_looks(cli, tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    for var in ("XDG_DATA_HOME", "XDG_CONFIG_HOME", "BASH_COMPLETION_USER_DIR", "ZDOTDIR"):
+        monkeypatch.delenv(var, raising=False)
+    expected = {
+        "bash": tmp_path / ".local/share/bash-completion/completions/oasr.bash",
+        "zsh": tmp_path / ".zfunc/_oasr",
+        "fish": tmp_path / ".config/fish/completions/oasr.fish",
+    }
+    for shell, path in expected.items():
+        code, out, err = cli("completion", "install", shell)
+        assert code == 0, err
+        assert out.splitlines()[0] == str(path) and len(out.splitlines()) == 2  # oasr and oasr-convert
+        assert path.read_text() == (ROOT / "completions" / path.name).read_text()
+        assert ("fpath+=" in err) == (shell == "zsh")  # zsh's extra step is said
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    code, out, _ = cli("completion", "install", "bash")
+    assert code == 0 and out.splitlines()[0] == str(tmp_path / "data/bash-completion/completions/oasr.bash")
+    assert cli("completion", "show", "tcsh")[0] == 2

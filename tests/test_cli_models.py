@@ -155,3 +155,15 @@ def test_two_concurrent_pulls_download_once(synthetic):
     bundles = sorted(p.name for p in (synthetic.cache / "bundles" / "tiny-test").iterdir())
     assert len(bundles) == 2 and bundles[1] == bundles[0] + ".json"  # one bundle, one record
     assert list((synthetic.cache / "tmp").iterdir()) == []
+
+
+def test_task_choices_are_the_tasks_oasr_has_built(cli, hub_env):
+    """--task offers oasr.tasks.TASKS: a task whose pipeline is not built (separate) is a usage
+    error, not an empty table."""
+    from oasr.tasks import TASKS
+
+    code, out, err = cli("models", "list", "--task", "separate")
+    assert (code, out) == (2, "") and "'separate' is not one of" in " ".join(err.split())
+    for task in TASKS:
+        code, out, err = cli("models", "list", "--task", task, "--json")
+        assert code == 0 and json.loads(out) and {m["task"] for m in json.loads(out)} == {task}, (task, err)

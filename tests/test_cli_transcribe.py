@@ -16,7 +16,7 @@ import soundfile as sf
 
 import oasr
 from oasr.errors import CapabilityError, InputError
-from oasr.options import TranscribeOptions
+from oasr.options import TranscribeOptions, WhisperDecoding
 from oasr.results import ResultProvenance, Segment, Transcript, Word
 
 from test_formats import read_srt, read_vtt
@@ -55,8 +55,10 @@ class FakeTranscribe:
             return Transcript("", (), "en", None, seconds)
         words = (Word(" Hello", 0.0, 0.5, 0.9), Word(" world,", 0.5, 1.0, 0.9), Word(f" {seconds:g}", 1.2, 1.8, 0.8), Word(" seconds.", 1.8, 2.4, 0.9))
         text = f" Hello world, {seconds:g} seconds."
-        seg = Segment(0, 0, 0.0, 2.4, text, (50364, 1), 0.0, -0.2, 1.1, 0.01, words if options.word_timestamps else None)
-        return Transcript(text, (seg,), options.language or "en", None if options.language else 0.93, seconds, ResultProvenance(model=str(model)))
+        seg = Segment(0, 0.0, 2.4, text, (50364, 1), words if options.word_timestamps else None, seek=0, temperature=0.0, avg_logprob=-0.2, compression_ratio=1.1, no_speech_prob=0.01)
+        # as the runtime does: the provenance names the model as it was asked for
+        provenance = ResultProvenance(model=model.spec if isinstance(model, FakeModel) else str(model))
+        return Transcript(text, (seg,), options.language or "en", None if options.language else 0.93, seconds, provenance)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,6 +66,7 @@ class FakeModel:
     spec: str
     device: str
     dtype: str
+    task: str = "transcribe"
 
 
 class FakeLoader:
@@ -71,11 +74,15 @@ class FakeLoader:
 
     def __init__(self):
         self.loads: list[FakeModel] = []
+        self.hub_steps: list[tuple[str, str]] = []  # reported to progress(step, message) while "fetching"
 
-    def __call__(self, spec, *, device=None, dtype=None):
+    def __call__(self, spec, *, task=None, device=None, dtype=None, progress=None):
         if str(spec) == "bad-model":
             raise oasr.InputError("unknown model 'bad-model'; see oasr models list")
-        self.loads.append(FakeModel(str(spec), device, dtype))
+        for step, message in self.hub_steps:
+            if progress is not None:
+                progress(step, message)
+        self.loads.append(FakeModel(str(spec), device, dtype, task))
         return self.loads[-1]
 
 
@@ -149,12 +156,14 @@ def test_every_flag_maps_onto_its_field(cli, fake, wavs):
     assert code == 0, err
     (call,) = fake.calls
     assert call.options == TranscribeOptions(
-        task="translate", language="de", beam_size=3, best_of=2, patience=1.5, length_penalty=0.6,
-        temperatures=(0.1, 0.4, 0.7, 1.0), compression_ratio_threshold=None, logprob_threshold=-2.0,
-        no_speech_threshold=0.4, condition_on_previous_text=False, initial_prompt="Kennedy, Cuba.",
-        suppress_tokens=(-1, 220, 50257), suppress_blank=False, without_timestamps=False, max_initial_timestamp=0.5,
-        word_timestamps=True, prepend_punctuations="¿(", append_punctuations=".!", hallucination_silence_threshold=2.0,
-        vad="energy",
+        task="translate", language="de", word_timestamps=True, vad="energy",
+        decoding=WhisperDecoding(
+            beam_size=3, best_of=2, patience=1.5, length_penalty=0.6,
+            temperatures=(0.1, 0.4, 0.7, 1.0), compression_ratio_threshold=None, logprob_threshold=-2.0,
+            no_speech_threshold=0.4, condition_on_previous_text=False, initial_prompt="Kennedy, Cuba.",
+            suppress_tokens=(-1, 220, 50257), suppress_blank=False, without_timestamps=False, max_initial_timestamp=0.5,
+            prepend_punctuations="¿(", append_punctuations=".!", hallucination_silence_threshold=2.0,
+        ),
     )
     assert (call.device, call.dtype) == ("cpu", "bfloat16")
     assert call.model == FakeModel("m", "cpu", "bfloat16")
@@ -177,7 +186,17 @@ def test_every_flag_maps_onto_its_field(cli, fake, wavs):
 def test_flag_values(cli, fake, wavs, flags, field, value):
     code, _, err = cli("transcribe", "-m", "m", "-f", wavs[0], *flags)
     assert code == 0, err
-    assert getattr(fake.calls[0].options, field) == value
+    options = fake.calls[0].options
+    if hasattr(options, field):
+        assert getattr(options, field) == value
+    else:  # a Whisper flag: set, it makes the decoding section
+        assert options.decoding is not None and getattr(options.decoding, field) == value
+
+
+def test_whisper_flags_at_their_defaults_leave_the_family_defaults(cli, fake, wavs):
+    code, _, err = cli("transcribe", "-m", "m", "-f", wavs[0], "--beam-size", "5", "--temperature", "0", "-l", "en")
+    assert code == 0, err
+    assert fake.calls[0].options.decoding is None and fake.calls[0].options.language == "en"
 
 
 @pytest.mark.parametrize(
@@ -298,7 +317,7 @@ def test_stdin(cli, fake, monkeypatch, wavs):
 @pytest.mark.parametrize(
     "args, needle",
     [
-        ([], "give at least one audio file"),
+        ([], "no audio to transcribe: pass -f AUDIO"),
         (["-f", "{0}", "-f", "{1}", "-o", "{tmp}/out.txt"], "takes one input, not 2; use --output-dir"),
         (["-f", "{0}", "-F", "all"], "need --output-dir DIR, or -o FILE"),
         (["-f", "{0}", "-F", "txt", "-F", "srt"], "need --output-dir DIR"),
@@ -414,7 +433,7 @@ def test_the_model_is_loaded_once_for_the_batch(cli, fake, loader, wavs, tmp_pat
     spec = spec.format(tmp=tmp_path)
     code, _, err = cli("transcribe", "-m", spec, *wavs, "--device", "cpu", "--output-dir", tmp_path / "o", "-F", "json")
     assert code == 0, err
-    assert loader.loads == [FakeModel(spec, "cpu", "auto")]
+    assert loader.loads == [FakeModel(spec, "cpu", "auto", "transcribe")]
     assert [c.model for c in fake.calls] == loader.loads * 3
     # the provenance names the model as the user gave it
     assert json.loads((tmp_path / "o" / "one.json").read_text())["provenance"]["model"] == spec
@@ -424,10 +443,10 @@ def test_the_model_is_loaded_once_for_the_batch(cli, fake, loader, wavs, tmp_pat
 
 
 def test_progress_bar_only_on_a_terminal(cli, fake, wavs, monkeypatch):
-    from oasr_cli.commands import transcribe as command
+    from oasr_cli import output
     from oasr_cli.output import use_color
 
-    monkeypatch.setattr(command, "use_color", lambda stream: True)
+    monkeypatch.setattr(output, "use_color", lambda stream: True)
     code, out, _ = cli("transcribe", "-m", "m", "-f", wavs[0], "-f", wavs[1])
     assert code == 0 and all(callable(c.progress) for c in fake.calls)
     assert "Hello world, 2 seconds." in out

@@ -12,7 +12,7 @@ import pytest
 from oasr.errors import InputError
 from oasr.formats import render
 from oasr.metrics.der import score_file
-from oasr.options import DiarizeOptions, TranscribeOptions
+from oasr.options import DiarizeOptions, TranscribeOptions, WhisperDecoding
 from oasr.pipelines.diarize import clustering
 from oasr.pipelines.diarize.attribution import attribute_speakers
 from oasr.pipelines.diarize.timeline import diarize_regions, sliding_windows, smooth
@@ -117,12 +117,12 @@ def test_options_validation():
     with pytest.raises(InputError, match="step"):
         DiarizeOptions(window=1.0, step=2.0)
     with pytest.raises(InputError, match="--diarize needs timestamps"):
-        TranscribeOptions(diarize=True, without_timestamps=True)
+        TranscribeOptions(diarize=True, decoding=WhisperDecoding(without_timestamps=True))
 
 
 def _segment(i, words, text=None):
     ws = tuple(Word(w, s, e, 0.9) for w, s, e in words)
-    return Segment(i, 0, ws[0].start, ws[-1].end, text or "".join(w.word for w in ws), (1, 2, 3), 0.0, -0.2, 1.2, 0.01, ws)
+    return Segment(i, ws[0].start, ws[-1].end, text or "".join(w.word for w in ws), (1, 2, 3), ws, seek=0, temperature=0.0, avg_logprob=-0.2, compression_ratio=1.2, no_speech_prob=0.01)
 
 
 def test_attribution_splits_at_word_boundaries():
@@ -130,7 +130,7 @@ def test_attribution_splits_at_word_boundaries():
     segments = [
         _segment(0, [(" Hello", 0.1, 0.5), (" there.", 0.6, 1.9), (" Hi", 2.1, 2.6), (" you.", 2.7, 3.0)]),
         _segment(1, [(" Again.", 3.5, 4.0)]),
-        Segment(2, 0, 6.0, 7.0, " (pause)", (5,), 0.0, -0.2, 1.0, 0.1, None),  # no words, after the last turn
+        Segment(2, 6.0, 7.0, " (pause)", (5,), None, seek=0, temperature=0.0, avg_logprob=-0.2, compression_ratio=1.0, no_speech_prob=0.1),  # no words, after the last turn
     ]
     out = attribute_speakers(segments, turns, encode=lambda text: [len(text)])
     assert [(s.id, s.speaker, s.text, s.start, s.end) for s in out] == [

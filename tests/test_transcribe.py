@@ -17,7 +17,7 @@ torch = pytest.importorskip("torch")
 
 import oasr  # noqa: E402
 from oasr.errors import CapabilityError, InputError  # noqa: E402
-from oasr.options import TranscribeOptions  # noqa: E402
+from oasr.options import TranscribeOptions, WhisperDecoding  # noqa: E402
 from wer import wer  # noqa: E402
 
 SR = 16000
@@ -109,12 +109,12 @@ def test_jfk_tiny_en_beam_search_wer(tiny_jfk, jfk_text, tiny_en_bundle):
 
 
 def test_provenance_of_a_bundle_path(tiny_en_bundle, jfk_audio):
-    t = oasr.transcribe(jfk_audio[: 3 * SR], str(tiny_en_bundle), TranscribeOptions(beam_size=1))
+    t = oasr.transcribe(jfk_audio[: 3 * SR], str(tiny_en_bundle), TranscribeOptions(decoding=WhisperDecoding(beam_size=1)))
     p = t.provenance
     expected = hashlib.sha256((tiny_en_bundle / "model.safetensors").read_bytes()).hexdigest()
     assert (p.model, p.architecture, p.bundle_sha256) == (str(tiny_en_bundle), "whisper", expected)
     assert p.oasr_version == oasr.__version__
-    assert p.options == dataclasses.asdict(TranscribeOptions(beam_size=1))
+    assert p.options == dataclasses.asdict(TranscribeOptions(decoding=WhisperDecoding(beam_size=1)))
     assert t.to_dict()["provenance"]["bundle_sha256"] == expected
 
 
@@ -125,7 +125,7 @@ def test_greedy_is_token_identical_to_the_reference_greedy_decoder(tiny, jfk_aud
     from oasr.decoding.whisper.greedy import greedy_decode
     from oasr.features.logmel import log_mel_spectrogram
 
-    options = TranscribeOptions(beam_size=1, without_timestamps=True, temperatures=(0.0,))
+    options = TranscribeOptions(decoding=WhisperDecoding(beam_size=1, without_timestamps=True, temperatures=(0.0,)))
     ours = oasr.transcribe(jfk_audio, tiny, options)
     tok = tiny.tokenizer()
     mel = log_mel_spectrogram(torch.from_numpy(jfk_audio), tiny.feature_spec, padding=30 * SR)
@@ -147,7 +147,7 @@ def test_greedy_is_token_identical_to_the_reference_greedy_decoder(tiny, jfk_aud
 
 
 def test_beam_search_and_greedy_both_read_jfk(tiny, jfk_audio, jfk_text, tiny_jfk):
-    greedy = oasr.transcribe(jfk_audio, tiny, TranscribeOptions(beam_size=1))
+    greedy = oasr.transcribe(jfk_audio, tiny, TranscribeOptions(decoding=WhisperDecoding(beam_size=1)))
     beam_err, greedy_err = wer(jfk_text, tiny_jfk.text), wer(jfk_text, greedy.text)
     print(f"\njfk tiny.en: beam 5 WER {beam_err:.3f}, greedy WER {greedy_err:.3f}")
     assert beam_err <= 0.05 and greedy_err <= 0.05
@@ -179,7 +179,7 @@ def test_beam_search_finds_a_likelier_sequence_than_greedy(tiny, jfk_audio):
 def test_sampling_reads_jfk(tiny, jfk_audio, jfk_text):
     """Temperature 0.2 only: the most likely of best_of samples."""
     torch.manual_seed(0)
-    t = oasr.transcribe(jfk_audio, tiny, TranscribeOptions(temperatures=(0.2,), best_of=5))
+    t = oasr.transcribe(jfk_audio, tiny, TranscribeOptions(decoding=WhisperDecoding(temperatures=(0.2,), best_of=5)))
     error = wer(jfk_text, t.text)
     print(f"\njfk tiny.en sampled at 0.2: WER {error:.3f} {t.text!r}")
     assert t.segments and error <= 0.15
@@ -190,7 +190,7 @@ def test_fallback_tries_every_temperature_and_keeps_the_best(tiny, jfk_audio, mo
     """An impossible logprob threshold fails every temperature: each is tried once per window,
     and the window keeps the most probable result whose compression ratio passed."""
     counter = _CountDecodes(monkeypatch)
-    options = TranscribeOptions(temperatures=(0.0, 0.4, 0.8), logprob_threshold=0.0, no_speech_threshold=None)
+    options = TranscribeOptions(decoding=WhisperDecoding(temperatures=(0.0, 0.4, 0.8), logprob_threshold=0.0, no_speech_threshold=None))
     t = oasr.transcribe(jfk_audio, tiny, options)
     windows = len({s.seek for s in t.segments})
     print(f"\nforced fallback: {counter.calls} decodes for {windows} window(s), temperatures {[s.temperature for s in t.segments]}")
@@ -199,7 +199,7 @@ def test_fallback_tries_every_temperature_and_keeps_the_best(tiny, jfk_audio, mo
 
 
 def test_initial_prompt(tiny, jfk_audio, jfk_text):
-    t = oasr.transcribe(jfk_audio, tiny, TranscribeOptions(initial_prompt="President Kennedy's inaugural address."))
+    t = oasr.transcribe(jfk_audio, tiny, TranscribeOptions(decoding=WhisperDecoding(initial_prompt="President Kennedy's inaugural address.")))
     assert wer(jfk_text, t.text) <= 0.05
     assert "inaugural" not in t.text  # the prompt conditions, it is not transcribed
 
@@ -207,7 +207,7 @@ def test_initial_prompt(tiny, jfk_audio, jfk_text):
 def test_progress_in_audio_seconds(tiny, jfk_audio, jfk_text):
     audio = np.concatenate([jfk_audio] * 3)  # 33 s: two windows or more
     calls = []
-    t = oasr.transcribe(audio, tiny, TranscribeOptions(beam_size=1), progress=lambda d, n: calls.append((d, n)))
+    t = oasr.transcribe(audio, tiny, TranscribeOptions(decoding=WhisperDecoding(beam_size=1)), progress=lambda d, n: calls.append((d, n)))
     print(f"\nprogress: {calls}")
     assert len(calls) >= 3 and calls[-1] == (t.duration, t.duration) == (33.0, 33.0)
     assert all(a[0] <= b[0] for a, b in zip(calls, calls[1:]))  # never backwards
@@ -330,13 +330,13 @@ def test_sample_wav_base_against_faster_whisper(base, base_ct2, data_dir):
 
     wav = data_dir / "diarization" / "sample.wav"
     reference = _stm_text(data_dir / "diarization" / "sample.stm")
-    options = TranscribeOptions(beam_size=5, best_of=5, condition_on_previous_text=True)
+    options = TranscribeOptions(decoding=WhisperDecoding(beam_size=5, best_of=5, condition_on_previous_text=True))
     torch.manual_seed(0)  # temperature fallback samples: fixed seeds, repeatable numbers
     ctranslate2.set_random_seed(0)
     ours = oasr.transcribe(str(wav), base, options)
     fw = WhisperModel(str(base_ct2), device="cpu", compute_type="float32", cpu_threads=2)
     segments, info = fw.transcribe(
-        str(wav), beam_size=5, best_of=5, temperature=list(options.temperatures), condition_on_previous_text=True
+        str(wav), beam_size=5, best_of=5, temperature=list(options.decoding.temperatures), condition_on_previous_text=True
     )
     fw_text = "".join(s.text for s in segments)
     ours_err, fw_err = wer(reference, ours.text), wer(reference, fw_text)

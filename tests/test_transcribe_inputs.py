@@ -8,7 +8,7 @@ import soundfile as sf
 
 import oasr
 from oasr.io.audio import load_audio
-from oasr.options import TranscribeOptions
+from oasr.options import TranscribeOptions, WhisperDecoding
 
 
 @pytest.fixture(scope="module")
@@ -19,7 +19,7 @@ def tiny(tiny_en_bundle):
 def test_mp3_and_a_44k_stereo_copy_read_the_same(tiny, jfk_wav, data_dir, tmp_path):
     import soxr
 
-    options = TranscribeOptions(beam_size=1)
+    options = TranscribeOptions(decoding=WhisperDecoding(beam_size=1))
     reference = oasr.transcribe(jfk_wav, tiny, options=options).text
     mono = load_audio(jfk_wav)
     hi = soxr.resample(mono, 16000, 44100, quality="VHQ")

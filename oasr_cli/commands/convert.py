@@ -11,6 +11,19 @@ from ..options import ArchitectureOpt, Dtype, DtypeOpt, FailFastOpt, ForceOpt, J
 from ..output import human_size, print_json, setup_logging
 
 
+EXAMPLES = """Examples:
+
+A CTranslate2 (faster-whisper) model into a native bundle:
+  oasr convert ./faster-whisper-small ./whisper-small
+
+What detection picks and how the tensors map, writing nothing:
+  oasr convert --dry-run ./checkpoint ./out
+
+Several checkpoints into one folder of bundles, in bfloat16:
+  oasr convert --dtype bfloat16 ./tiny ./base ./bundles
+"""
+
+
 def convert(
     paths: Annotated[
         list[Path],

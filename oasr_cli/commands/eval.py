@@ -11,17 +11,22 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..options import JsonOpt
+from ..options import JsonOpt, new_app
 
-app = typer.Typer(
-    help="Score outputs against references.",
-    no_args_is_help=True,
-    add_completion=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
+app = new_app("eval", "Score outputs against references.")
+
+DER_EXAMPLES = """Examples:
+
+Score a diarization against a reference, with the standard 0.25 s collar:
+  oasr diarize -o hyp.rttm meeting.wav
+  oasr eval der --ref ref.rttm --hyp hyp.rttm
+
+Only inside the scored regions, overlap left out, as JSON:
+  oasr eval der --ref ref.rttm --hyp hyp.rttm --uem ref.uem --skip-overlap --json
+"""
 
 
-@app.command("der", no_args_is_help=True)
+@app.command("der", no_args_is_help=True, epilog=DER_EXAMPLES)
 def der(
     ref: Annotated[Path, typer.Option("--ref", metavar="REF.rttm", help="Reference speaker turns (RTTM).", show_default=False)],
     hyp: Annotated[Path, typer.Option("--hyp", metavar="HYP.rttm", help="Hypothesis speaker turns (RTTM), e.g. from oasr diarize.", show_default=False)],

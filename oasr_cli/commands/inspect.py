@@ -11,6 +11,16 @@ from ..options import JsonOpt
 from ..output import human_size, print_json
 
 
+EXAMPLES = """Examples:
+
+What a bundle holds (architecture, size, capabilities, provenance):
+  oasr inspect ./whisper-small
+
+Which converter would read a foreign checkpoint, and why, as JSON:
+  oasr inspect --json ./faster-whisper-small
+"""
+
+
 def inspect(
     path: Annotated[Path, typer.Argument(help="A native bundle, or a foreign checkpoint directory or file.", show_default=False)],
     json_out: JsonOpt = False,

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import contextlib
-import sys
 from enum import Enum
-from typing import Annotated, Callable, Iterator, Optional
+from typing import Annotated, Optional
 
 import typer
 
-from oasr.hub.catalog import TASKS
+from oasr.tasks import TASKS
 
-from ..options import JsonOpt, QuietOpt, VerboseOpt
-from ..output import human_size, print_json, setup_logging, use_color
+from ..options import JsonOpt, QuietOpt, VerboseOpt, new_app
+from ..output import human_size, hub_progress, interactive, print_json, setup_logging
 
+# The tasks oasr has built (a task joins oasr.tasks when its pipeline lands): --task takes only these.
 Task = Enum("Task", {t.replace("-", "_"): t for t in TASKS}, type=str)  # type: ignore[misc]
 
 
@@ -45,30 +44,50 @@ HELP = (
     "(unless offline), then its verified PyPI mirror."
 )
 
-app = typer.Typer(
-    name="models",
-    help=HELP,
-    no_args_is_help=True,
-    add_completion=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
-    pretty_exceptions_enable=False,
-)
+app = new_app("models", HELP)
+
+LIST_EXAMPLES = """Examples:
+
+Every model, then only those for pitch tracking:
+  oasr models list
+  oasr models list --task pitch
+
+The registry as JSON, for scripts:
+  oasr models list --json
+"""
+
+PULL_EXAMPLES = """Examples:
+
+Fetch the default transcription model before going offline:
+  oasr models pull auto
+
+A Hugging Face repository at a pinned revision, from the hub only:
+  oasr models pull openai/whisper-tiny@main --source hf
+"""
+
+RM_EXAMPLES = """Examples:
+
+Free the space of a converted model:
+  oasr models rm whisper-large-v3-turbo
+"""
+
+PATH_EXAMPLES = """Examples:
+
+Where the cached bundle of crepe-tiny is, for oasr inspect:
+  oasr inspect "$(oasr models path crepe-tiny)"
+"""
+
+RESOLVE_EXAMPLES = """Examples:
+
+What -m auto would use, and from where, without downloading:
+  oasr models resolve auto --offline
+
+The same as JSON:
+  oasr models resolve whisper-base --json
+"""
 
 
-@contextlib.contextmanager
-def _progress(quiet: bool) -> Iterator[Callable[[str, str], None] | None]:
-    """A spinner with the current step on a terminal; nothing otherwise (--verbose logs the steps)."""
-    if quiet or not sys.stderr.isatty():
-        yield None
-        return
-    from rich.console import Console
-
-    console = Console(stderr=True, no_color=not use_color())
-    with console.status("resolving") as status:
-        yield lambda step, message: status.update(message)
-
-
-@app.command("list")
+@app.command("list", epilog=LIST_EXAMPLES)
 def list_(task: TaskOpt = None, json_out: JsonOpt = False) -> None:
     """List the registry's models: task, size, whether a converted bundle is cached, and sources."""
     from oasr.hub.resolve import list_models
@@ -90,7 +109,7 @@ def list_(task: TaskOpt = None, json_out: JsonOpt = False) -> None:
         typer.echo("* the default of its task (-m auto)")
 
 
-@app.command(no_args_is_help=True)
+@app.command(no_args_is_help=True, epilog=PULL_EXAMPLES)
 def pull(
     name: ModelArg,
     task: TaskOpt = None,
@@ -108,7 +127,7 @@ def pull(
     setup_logging(quiet, verbose)
     from oasr.hub.resolve import bundle_origin, resolve_model
 
-    with _progress(quiet) as progress:
+    with hub_progress(interactive(quiet)) as progress:
         path = resolve_model(
             name,
             task=task.value if task else None,
@@ -123,7 +142,7 @@ def pull(
         typer.echo(str(path))
 
 
-@app.command(no_args_is_help=True)
+@app.command(no_args_is_help=True, epilog=RM_EXAMPLES)
 def rm(name: ModelArg, quiet: QuietOpt = False) -> None:
     """Remove a model's converted bundles from the oasr cache (the Hugging Face cache is left alone)."""
     from oasr.hub.resolve import remove_model
@@ -135,7 +154,7 @@ def rm(name: ModelArg, quiet: QuietOpt = False) -> None:
         typer.echo(f"removed {path}")
 
 
-@app.command(no_args_is_help=True)
+@app.command(no_args_is_help=True, epilog=PATH_EXAMPLES)
 def path(name: ModelArg, task: TaskOpt = None, source: SourceOpt = None) -> None:
     """Print the path of a model's cached bundle; fail when it is not cached (fetches nothing)."""
     from oasr.errors import InputError
@@ -147,7 +166,7 @@ def path(name: ModelArg, task: TaskOpt = None, source: SourceOpt = None) -> None
     typer.echo(str(found))
 
 
-@app.command(no_args_is_help=True)
+@app.command(no_args_is_help=True, epilog=RESOLVE_EXAMPLES)
 def resolve(
     name: ModelArg,
     task: TaskOpt = None,

@@ -17,6 +17,16 @@ class Scheme(str, Enum):
     int4 = "int4"
 
 
+EXAMPLES = """Examples:
+
+An int8 copy of a bundle, checked on a clip (logit cosine, WER change):
+  oasr quantize ./whisper-small ./whisper-small-int8 --verify
+
+int4 from a registry name, the decoder's cross-attention kept in floating point:
+  oasr quantize whisper-base ./whisper-base-int4 --scheme int4 --keep 'decoder.blocks.*.cross_attn.*'
+"""
+
+
 def quantize(
     src: Annotated[
         str,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from dataclasses import dataclass, field
@@ -65,7 +66,7 @@ def check_destination(src: Path, dst: Path) -> None:
         raise InputError(f"the parent folder of {dst} does not exist")
 
 
-def _up_to_date(dst: Path, converter: str, hashes: dict[str, str], dtype: str) -> bool:
+def _up_to_date(dst: Path, converter: str, hashes: dict[str, str], dtype: str, source_label: str | None) -> bool:
     cfg = _bundle.existing_config(dst)
     if cfg is None:
         return False
@@ -75,6 +76,7 @@ def _up_to_date(dst: Path, converter: str, hashes: dict[str, str], dtype: str) -
         and p.source_files == hashes
         and p.oasr_version == __version__
         and p.options.get("dtype") == dtype
+        and (source_label is None or p.source == source_label)
         and (dst / _bundle.WEIGHTS_NAME).is_file()
     )
 
@@ -87,6 +89,7 @@ def convert_one(
     dtype: str = "auto",
     force: bool = False,
     dry_run: bool = False,
+    source_label: str | None = None,
 ) -> ConvertResult:
     start = time.perf_counter()
     if dtype not in DTYPES:
@@ -108,7 +111,7 @@ def convert_one(
     )
     converter = converter_cls(src)
     hashes = {p.name: sha256_file(p) for p in converter.source_files()}
-    if not dry_run and not force and _up_to_date(dst, converter_cls.name, hashes, dtype):
+    if not dry_run and not force and _up_to_date(dst, converter_cls.name, hashes, dtype, source_label):
         result.status = "skipped"
         result.dtype = _bundle.read_config(dst).dtype
         result.seconds = time.perf_counter() - start
@@ -134,6 +137,9 @@ def convert_one(
     if not dry_run:
         provenance = converted.provenance
         provenance.options["dtype"] = dtype
+        if source_label is not None:
+            provenance = dataclasses.replace(provenance, source=source_label)
+        provenance = dataclasses.replace(provenance, dropped=tuple(report.dropped))
         config = _bundle.BundleConfig(
             architecture=converted.architecture,
             model=converted.model_config.to_dict(),
@@ -160,8 +166,13 @@ def convert(
     dry_run: bool = False,
     fail_fast: bool = False,
     on_result: Callable[[ConvertResult], None] | None = None,
+    source_label: str | None = None,
 ) -> list[ConvertResult]:
-    """Convert each source into a bundle; a failed source is reported and the rest go on."""
+    """Convert each source into a bundle; a failed source is reported and the rest go on.
+
+    ``source_label``: what the bundle's ``provenance.source`` names (the hub passes the
+    repository and commit, or the packages, a checkpoint came from); None: the source path.
+    """
     if not sources:
         raise InputError("no source given")
     dst = Path(dst)
@@ -176,7 +187,9 @@ def convert(
     results = []
     for src, out in zip(sources, destinations(sources, dst)):
         try:
-            result = convert_one(src, out, architecture=architecture, dtype=dtype, force=force, dry_run=dry_run)
+            result = convert_one(
+                src, out, architecture=architecture, dtype=dtype, force=force, dry_run=dry_run, source_label=source_label
+            )
         except OasrError as e:
             if len(sources) == 1 or fail_fast:
                 raise

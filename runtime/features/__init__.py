@@ -1,16 +1,16 @@
-"""Acoustic front ends, selected by ``FeatureSpec.kind``."""
+"""Acoustic front ends, chosen by ``FeatureSpec.kind``.
+
+Each kind is an ``oasr.features`` entry point: ``fn(audio [samples] tensor, spec, **kw) -> features``.
+"""
 
 from __future__ import annotations
 
-from torch import Tensor
+from typing import Callable
 
-from ..errors import CapabilityError
+from .. import plugins
 from ..specs import FeatureSpec
 
 
-def compute_features(audio: Tensor, spec: FeatureSpec, **kwargs) -> Tensor:
-    if spec.kind == "whisper_logmel":
-        from .logmel import log_mel_spectrogram
-
-        return log_mel_spectrogram(audio, spec, **kwargs)
-    raise CapabilityError(f"unknown feature kind {spec.kind!r}")
+def feature_extractor(spec: FeatureSpec) -> Callable:
+    """The front end of ``spec.kind``, called as ``fn(audio, spec, **kw)``."""
+    return plugins.load("oasr.features", spec.kind, "feature kind")

@@ -24,13 +24,20 @@ def turns_json(turns: SpeakerTurns, indent: int | None = 2) -> str:
     return json.dumps(_finite(turns.to_dict()), ensure_ascii=False, indent=indent, allow_nan=False)
 
 
-def write_csv(turns: SpeakerTurns) -> str:
-    """``start,end,speaker`` with a header; times in seconds with 3 decimals."""
+def turns_csv(turns: SpeakerTurns, *, file_column: bool = False, header: bool = True) -> str:
+    """``start,end,speaker`` with a header; times in seconds with 3 decimals.
+
+    One CSV of several inputs: ``file_column`` puts the input first (``file,start,end,speaker``;
+    the source as given, ``-`` for stdin), and ``header=False`` leaves the header line to the
+    first input's rows, so the pieces concatenate into one valid CSV.
+    """
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(["start", "end", "speaker"])
+    lead = [turns.source] if file_column else []
+    if header:
+        writer.writerow(["file"] * file_column + ["start", "end", "speaker"])
     for t in turns.turns:
-        writer.writerow([f"{t.start:.3f}", f"{t.end:.3f}", t.speaker])
+        writer.writerow(lead + [f"{t.start:.3f}", f"{t.end:.3f}", t.speaker])
     return out.getvalue()
 
 
@@ -41,7 +48,7 @@ def render_turns(turns: SpeakerTurns, name: str) -> str:
     if name == "json":
         return turns_json(turns) + "\n"
     if name == "csv":
-        return write_csv(turns)
+        return turns_csv(turns)
     raise InputError(f"unknown output format {name!r}; choose {', '.join(TURN_FORMATS)}")
 
 

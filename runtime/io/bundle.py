@@ -17,7 +17,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
 from ..errors import BundleError
-from .files import atomic_directory
+from .files import atomic_directory, sha256_file
 from ..specs import DecodingDefaults, FeatureSpec, Provenance, TokenizerSpec
 
 CONFIG_NAME = "oasr_config.json"
@@ -135,6 +135,14 @@ def read_tensors(path: Path) -> dict[str, torch.Tensor]:
             return {name: f.get_tensor(name) for name in f.keys()}
     except (SafetensorError, OSError, ValueError) as e:
         raise BundleError(f"{file} is truncated or corrupted: {e}") from e
+
+
+def weights_sha256(path: Path) -> str:
+    """sha256 of a bundle's ``model.safetensors`` (the oasr cache records it when a bundle is committed)."""
+    file = Path(path) / WEIGHTS_NAME
+    if not file.is_file():
+        raise BundleError(f"{path} is not a complete bundle: {WEIGHTS_NAME} is missing")
+    return sha256_file(file)
 
 
 def tokenizer_files(path: Path, spec: TokenizerSpec) -> dict[str, Path]:

@@ -9,12 +9,11 @@ light.
 
 from __future__ import annotations
 
-import functools
 import logging
 from dataclasses import dataclass
-from importlib.metadata import EntryPoint, entry_points
 
-from ..errors import DetectionError
+from .. import plugins
+from ..errors import CapabilityError, DetectionError
 from .base import BaseModelConfig, OasrModel
 
 log = logging.getLogger("oasr")
@@ -33,27 +32,28 @@ class Architecture:
         return self.model_cls.capabilities
 
 
-@functools.cache
-def _entry_points() -> dict[str, EntryPoint]:
-    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
-
-
-@functools.cache
 def model_entry(architecture: str) -> Architecture:
-    ep = _entry_points().get(architecture)
-    if ep is None:
-        raise DetectionError(
-            f"unknown architecture {architecture!r} (no installed package declares it in the {ENTRY_POINT_GROUP} "
-            f"entry points); known: {', '.join(architectures())}"
-        )
     try:
-        cls = ep.load()
-    except Exception as e:
-        raise DetectionError(f"the {architecture} architecture ({ep.value}) failed to import: {e}") from e
+        cls = plugins.load(ENTRY_POINT_GROUP, architecture, "architecture")
+    except CapabilityError as e:
+        raise DetectionError(str(e)) from e
     if not (isinstance(cls, type) and issubclass(cls, OasrModel)):
-        raise DetectionError(f"the {architecture} entry point ({ep.value}) is not an OasrModel subclass")
+        raise DetectionError(f"the {architecture} architecture ({cls!r}) is not an OasrModel subclass")
     return Architecture(architecture, cls, cls.config_class)
 
 
 def architectures() -> list[str]:
-    return sorted(_entry_points())
+    return sorted(plugins.declared(ENTRY_POINT_GROUP))
+
+
+def serving(capability: str) -> list[str]:
+    """Display names of the installed architectures that declare ``capability``."""
+    names = []
+    for name in architectures():
+        try:
+            cls = model_entry(name).model_cls
+        except DetectionError:
+            continue
+        if capability in cls.capabilities:
+            names.append(cls.display_name or name)
+    return names

@@ -40,6 +40,7 @@ class OasrModel(nn.Module):
     config_class: ClassVar[type[BaseModelConfig]]
     computed_buffers: ClassVar[tuple[str, ...]] = ()
     capabilities: ClassVar[frozenset[str]] = frozenset()
+    display_name: ClassVar[str] = ""  # how messages name the architecture ("" : its entry-point name)
     # `oasr quantize`: why this architecture is refused; None once it declares rules it was validated with.
     quant_refusal: ClassVar[str | None] = "no weight-only quantization rules have been validated for it"
     # fnmatch patterns of weight names that stay in floating point when the architecture is quantized.

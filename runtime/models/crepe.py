@@ -89,6 +89,7 @@ class Crepe(OasrModel):
 
     config_class = CrepeConfig
     capabilities: ClassVar[frozenset[str]] = frozenset({"pitch"})
+    display_name: ClassVar[str] = "CREPE"
     quant_refusal: ClassVar[str | None] = (
         "CREPE is convolutions end to end (six conv layers hold all but a sliver of its weights and compute) "
         "and weight-only int8 applies to linear layers only; convolutions are not supported"

@@ -256,7 +256,7 @@ class TextDecoder(nn.Module):
 class Whisper(OasrModel):
     config_class: ClassVar = WhisperConfig
     computed_buffers: ClassVar = ("encoder.positional_embedding",)
-    capabilities: ClassVar = frozenset({"transcribe", "translate", "language_id", "timestamps"})
+    capabilities: ClassVar = frozenset({"transcribe", "translate", "language_id", "timestamps", "word_timestamps"})
     # Quantized: every attention and MLP projection, and the token table (int8 per token row,
     # also in int4 bundles: it is the tied output projection, 36% of base's weights, so a float
     # copy alone would exceed the size budget, and at int8 logits keep a cosine >= 0.999).

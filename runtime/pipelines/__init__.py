@@ -1,7 +1,7 @@
-"""Task logic without CLI policy: long-form transcription, voice activity, chunking, merging.
+"""Task logic without CLI policy, one package or module per task.
 
-Modules: ``transcribe`` (``oasr.transcribe``: sequential 30-second Whisper windows),
-``vad`` (an energy voice-activity detector and the map back to original times),
-``silero_vad`` (Silero VAD probabilities and speech regions), ``speaker_embedding`` (GE2E
-embeddings of utterances and of many windows at once), ``loading`` (the model a step runs).
+``transcribe/`` (``oasr.transcribe``: the shared entry, one engine per decoding family, long-form
+chunking for encoder-only families), ``diarize/`` (``oasr.diarize``: timeline, clustering,
+speaker embeddings, speaker attribution of transcripts), ``vad/`` (energy and Silero VAD),
+``pitch`` (``oasr.pitch``), ``common`` (audio input every task takes).
 """

@@ -13,7 +13,6 @@ unit variance, so it sees pitch in near-silence as readily as in speech.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import logging
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -23,12 +22,12 @@ import torch
 import torch.nn.functional as F
 
 from ..decoding.pitch import decode
-from ..errors import CapabilityError, InputError
+from ..errors import InputError
 from ..models.crepe import FRAME, SAMPLE_RATE
+from ..loading import load_pretrained
 from ..options import PitchOptions
-from ..results import PitchTrack, ResultProvenance
-from ..version import __version__
-from .common import bundle_sha256, read_audio
+from ..results import PitchTrack
+from .common import read_audio
 
 log = logging.getLogger("oasr")
 
@@ -59,7 +58,7 @@ def pitch(
     (on ``device`` in ``dtype``; "auto": the GPU when there is one, fp16 there, fp32 on CPU).
     ``progress(done_seconds, total_seconds)`` is called after every batch of frames.
     """
-    loaded, label, bundle_sha = _resolve_model(model, device, dtype)
+    loaded = load_pretrained(model, task="pitch", device=device, dtype=dtype)
     samples, source = _read_audio(audio, sample_rate)
     duration = len(samples) / SAMPLE_RATE
     hop = options.hop_samples
@@ -86,13 +85,7 @@ def pitch(
         voiced=tuple(voiced.cpu().numpy().tolist()),
         hop=hop / SAMPLE_RATE,
         duration=duration,
-        provenance=ResultProvenance(
-            model=label,
-            architecture=loaded.architecture,
-            bundle_sha256=bundle_sha,
-            oasr_version=__version__,
-            options={**dataclasses.asdict(options), "capacity": loaded.config.capacity},
-        ),
+        provenance=loaded.result_provenance({**dataclasses.asdict(options), "capacity": loaded.config.capacity}),
         source=source,
     )
 
@@ -129,39 +122,6 @@ def _default_batch(loaded) -> int:
 
 
 # -- inputs -----------------------------------------------------------------------------------
-
-
-def _resolve_model(model, device, dtype):
-    from ..loading import LoadedModel
-
-    if isinstance(model, LoadedModel):
-        loaded, label, sha = model, model.provenance.source or model.architecture, ""
-    elif isinstance(model, (str, Path)):
-        loaded, sha = _load_model(str(model), _key(device), _key(dtype))
-        label = str(model)
-    else:
-        raise InputError(f"model must be a LoadedModel, a name or a path, not {type(model).__name__}")
-    if loaded.architecture != "crepe":
-        caps = ", ".join(sorted(loaded.capabilities)) or "none"
-        raise CapabilityError(f"pitch needs a CREPE model (crepe-tiny, crepe-full); this {loaded.architecture} model can: {caps}")
-    return loaded, label, sha
-
-
-def _key(value):
-    return str(value).removeprefix("torch.") if value is not None else None
-
-
-@functools.lru_cache(maxsize=2)
-def _load_model(spec: str, device: str | None, dtype: str | None):
-    """(LoadedModel, bundle sha256) for a name, ``auto`` or a path; kept for the next call."""
-    from ..hub.resolve import resolve_model
-    from ..loading import load_pretrained
-
-    path = Path(spec).expanduser()
-    if not path.exists():
-        path = resolve_model(spec, task="pitch")
-    loaded = load_pretrained(path, device=device, dtype=dtype)
-    return loaded, bundle_sha256(path)
 
 
 def _read_audio(audio, sample_rate: int) -> tuple[np.ndarray, str]:

@@ -15,12 +15,11 @@ from typing import Any, Callable
 import numpy as np
 
 from ...io.audio import SAMPLE_RATE
+from ...loading import load_pretrained
 from ...options import DiarizeOptions
-from ...results import ResultProvenance, SpeakerTurns
-from ...version import __version__
+from ...results import SpeakerTurns
+from ..common import read_audio
 from .timeline import diarize_regions
-from ..common import bundle_sha256, read_audio
-from ...loading import require_model
 
 log = logging.getLogger("oasr")
 
@@ -29,19 +28,6 @@ Progress = Callable[[float, float], None]
 VAD_MODEL = "silero-vad"  # the registry names used when no model is given
 EMBEDDING_MODEL = "ge2e-speaker"
 PROGRESS_WINDOWS = 256  # windows embedded between progress reports
-
-
-def _device(device: Any) -> str | None:
-    return None if device in (None, "auto") else str(device)
-
-
-def _sha256(model: Any) -> str:
-    """sha256 of the weights of a bundle given by path ("" for anything else)."""
-    return bundle_sha256(model) if isinstance(model, (str, Path)) else ""
-
-
-def _label(model: Any, loaded) -> str:
-    return str(model) if isinstance(model, (str, Path)) else (loaded.provenance.source or loaded.architecture)
 
 
 def diarize(
@@ -68,15 +54,11 @@ def diarize(
 
     samples, source = read_audio(audio, SAMPLE_RATE)
     duration = len(samples) / SAMPLE_RATE
-    vad = require_model(vad_model, "silero-vad", device=_device(device))
-    encoder = require_model(embedding_model, "ge2e", device=_device(device))
-    provenance = ResultProvenance(
-        model=_label(embedding_model, encoder),
-        architecture=encoder.architecture,
-        bundle_sha256=_sha256(embedding_model),
-        oasr_version=__version__,
-        options={**dataclasses.asdict(options), "vad_model": _label(vad_model, vad)},
-    )
+    vad = load_pretrained(vad_model, task="vad", device=device)
+    encoder = load_pretrained(embedding_model, task="speaker-embedding", device=device)
+    provenance = encoder.result_provenance(options)  # the speaker model decides who is who
+    vad_identity = {k: getattr(vad.identity, k) for k in ("requested", "source", "bundle_sha256", "revision")}
+    provenance = dataclasses.replace(provenance, options={**provenance.options, "vad_model": vad_identity})
     regions = detect_speech(samples, vad, options.vad) if len(samples) else []
     speech = sum(b - a for a, b in regions)
     log.info("VAD: %.1f s of speech in %d region(s) of %.1f s", speech, len(regions), duration)

@@ -27,7 +27,7 @@ import torch
 
 from ...errors import InputError
 from ...features.melspec import power_mel_frames
-from ...loading import require_model
+from ...loading import load_pretrained
 
 TARGET_DBFS = -30.0  # Resemblyzer's audio_norm_target_dBFS
 DEFAULT_RATE = 1.3  # partials per second
@@ -101,7 +101,7 @@ def embed_segments(
     ``normalize_volume`` applies one gain to the whole ``audio`` (see the module notes). Windows
     reaching past the end of ``audio`` are cut there; a window must have ``0 <= start < end``.
     """
-    loaded = require_model(model, "ge2e")
+    loaded = load_pretrained(model, task="speaker-embedding")
     encoder, spec = loaded.model, loaded.feature_spec
     partial_frames = loaded.config.partial_frames
     audio = _mono(audio)

@@ -1,77 +1,112 @@
-"""``oasr.transcribe``: long-form Whisper transcription, as openai-whisper's ``transcribe`` does it.
+"""``oasr.transcribe``: speech -> a typed ``Transcript``, by whichever decoding family the model has.
 
-Sequential 30-second windows over the log-mel of the whole file; each window is encoded once,
-decoded with temperature fallback (compression ratio and log-probability thresholds), and the
-next window starts at the last complete segment's end timestamp. Windows the model calls silent
-(no-speech probability) are skipped, and so, without decoding, are windows of pure silence.
-Previous text conditions the next window until a window needs a temperature above 0.5. A segment
-repeating the previous one is dropped (a repeat from an earlier window, or of three words or more
-within one: Whisper's looping; a short "Hello? Hello?" inside one window stays). The language is
-detected on the first decoded window. With ``vad="energy"`` or ``"silero"`` only the detected speech is decoded
-(joined end to end) and times are mapped back to the original audio.
+The shared part is here: the model (``load_pretrained(..., task="transcribe")``), the audio, the
+optional VAD (only speech is decoded, times mapped back), the optional diarization (a speaker on
+every segment) and the provenance. The decoding is an engine picked by the bundle's decoding
+family (``DecodingDefaults.family``) from the ``oasr.engines`` entry points: ``whisper_seq2seq``
+(30 s windows, openai-whisper's long-form rules, in ``whisper.py``) and ``ctc`` (encoder-only:
+chunks merged by ``longform.py``, greedy CTC in ``ctc.py``). A family joins with its engine
+module and one entry-point line.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-import re
-import weakref
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
-from ...errors import CapabilityError, InputError
+from ... import plugins
+from ...errors import CapabilityError
+from ...loading import LoadedModel, load_pretrained
 from ...options import TranscribeOptions
-from ...results import ResultProvenance, Segment, Transcript, Word
-from ...version import __version__
-from ..common import bundle_sha256, read_audio
-from ..vad.energy import SpeechMap, collect_speech, frame_levels_db, speech_regions
+from ...results import Segment, Transcript
+from ..common import read_audio
+from ..vad.energy import SpeechMap, collect_speech, speech_regions
 
 log = logging.getLogger("oasr")
 
-SILENCE_FLOOR_DB = -60.0  # dBFS: a window whose every 10 ms frame is quieter is not decoded
-PROMPT_RESET_TEMPERATURE = 0.5  # a window decoded above this does not condition the next one
-
 Progress = Callable[[float, float], None]
+
+ENGINE_GROUP = "oasr.engines"  # decoding family -> its Engine class
+# families the runtime is shaped for but has no engine for yet (transducers, attention rescoring,
+# Paraformer's CIF, speech LLMs): a model of one is refused with this list, not mis-decoded
+PLANNED = ("rnnt", "tdt", "aed", "cif", "speech_llm")
+
+
+@dataclass
+class EngineOutput:
+    segments: list[Segment]
+    language: str  # "" when nothing was decoded
+    language_probability: float | None  # None when the language was given or fixed, not detected
+
+
+class Engine(Protocol):
+    """One decoding family's transcription of speech-only samples.
+
+    ``__init__(loaded, options)`` checks the options against the model (CapabilityError before any
+    work); ``tokenizer`` is what segments were decoded with (diarization re-encodes split text);
+    ``run`` decodes and returns segments timed on ``samples`` mapped through ``speech_map``.
+    """
+
+    tokenizer: Any
+
+    def run(self, samples: np.ndarray, speech_map: SpeechMap | None, duration: float, progress: Progress | None) -> EngineOutput: ...
+
+
+def engine_for(loaded: LoadedModel, options: TranscribeOptions) -> Engine:
+    family = loaded.decoding.family
+    if family not in plugins.declared(ENGINE_GROUP):
+        planned = " (planned; not built yet)" if family in PLANNED else ""
+        raise CapabilityError(
+            f"no transcription engine for the {family!r} decoding family{planned}; "
+            f"the installed engines decode: {', '.join(sorted(plugins.declared(ENGINE_GROUP)))}"
+        )
+    return plugins.load(ENGINE_GROUP, family, "decoding family")(loaded, options)
+
+
+def _check_options(loaded: LoadedModel, options: TranscribeOptions) -> None:
+    """What every family must declare to honour a shared option (the engine checks its own)."""
+    needs = {"translate": options.task == "translate", "word_timestamps": options.word_timestamps or options.diarize}
+    for capability, wanted in needs.items():
+        if wanted and capability not in loaded.capabilities:
+            can = ", ".join(sorted(loaded.capabilities))
+            flag = "--task translate" if capability == "translate" else "--word-timestamps (or --diarize)"
+            raise CapabilityError(f"{flag}: this {loaded.architecture} model cannot do {capability}; it can: {can}")
 
 
 def transcribe(
     audio: str | Path | bytes | np.ndarray | torch.Tensor,
-    model: Any,
+    model: Any = "auto",
     options: TranscribeOptions = TranscribeOptions(),
     *,
     device: str | torch.device | None = "auto",
     dtype: str | torch.dtype | None = "auto",
     progress: Progress | None = None,
 ) -> Transcript:
-    """Transcribe (or translate) ``audio`` with a Whisper ``model``.
+    """Transcribe (or translate) ``audio`` with ``model``.
 
-    ``audio``: a path, ``"-"`` for stdin, encoded bytes, or mono float32 samples at 16 kHz
-    (numpy or torch).
-    ``model``: a ``LoadedModel``, or a path to a native bundle or any directory a converter reads
-    (loaded on ``device`` in ``dtype``; "auto": the GPU when there is one, fp16 there, fp32 on CPU).
-    ``progress(done_seconds, total_seconds)`` is called after every window.
+    ``audio``: a path, ``"-"`` for stdin, encoded bytes, or mono float32 samples at the model's
+    rate (16 kHz; numpy or torch).
+    ``model``: a ``LoadedModel``, or anything ``load_pretrained`` takes (a registry name, ``auto``,
+    ``org/repo``, a bundle or a foreign checkpoint), loaded once per process on ``device`` in
+    ``dtype`` ("auto": the GPU when there is one, fp16 there, fp32 on the CPU).
+    ``progress(done_seconds, total_seconds)`` is called as decoding advances.
 
-    The language is ``options.language``, "en" for English-only models, else detected on the
-    first window decoded (``Transcript.language_probability``); "" when nothing was decoded.
+    The language is ``options.language``, the model's own for single-language models, else
+    detected (``Transcript.language_probability``); "" when nothing was decoded.
     """
-    loaded, model_label, bundle_sha = _resolve_model(model, device, dtype)
-    tokenizer = _check_capabilities(loaded, options)
+    loaded = load_pretrained(model, task="transcribe", device=device, dtype=dtype)
+    _check_options(loaded, options)
+    # Speakers change between words: diarization needs word times even when they are not shown.
+    engine = engine_for(loaded, dataclasses.replace(options, word_timestamps=True) if options.diarize else options)
     sample_rate = loaded.feature_spec.sample_rate
     samples, source = read_audio(audio, sample_rate)
     duration = len(samples) / sample_rate
-    provenance = ResultProvenance(
-        model=model_label,
-        architecture=loaded.architecture,
-        bundle_sha256=bundle_sha,
-        oasr_version=__version__,
-        options=dataclasses.asdict(options),
-    )
     speech_map: SpeechMap | None = None
     original = samples  # diarization runs on the whole recording, not the VAD-joined speech
     if options.vad is not None:
@@ -79,22 +114,20 @@ def transcribe(
         kept = sum(b - a for a, b in regions) / sample_rate
         log.info("%s VAD kept %.1f s of %.1f s in %d region(s)", options.vad, kept, duration, len(regions))
         samples, speech_map = collect_speech(samples, regions, sample_rate)
-    # Speakers change between words: diarization needs word times even when they are not shown.
-    run_options = dataclasses.replace(options, word_timestamps=True) if options.diarize else options
     with torch.inference_mode():
-        run = _LongForm(loaded, tokenizer, run_options, speech_map, duration, progress)
-        segments, language, probability = run(samples)
+        out = engine.run(samples, speech_map, duration, progress)
+    segments = out.segments
     if options.diarize:
-        segments = _with_speakers(original, segments, tokenizer, options, device)
+        segments = _with_speakers(original, segments, engine.tokenizer, options, device)
     if progress is not None:
         progress(duration, duration)
     return Transcript(
         text="".join(s.text for s in segments),
         segments=tuple(segments),
-        language=language,
-        language_probability=probability,
+        language=out.language,
+        language_probability=out.language_probability,
         duration=duration,
-        provenance=provenance,
+        provenance=loaded.result_provenance(options),
         source=source,
     )
 
@@ -112,409 +145,9 @@ def _silero_regions(samples: np.ndarray) -> list[tuple[int, int]]:
 def _with_speakers(samples: np.ndarray, segments: list[Segment], tokenizer, options: TranscribeOptions, device) -> list[Segment]:
     """Segments with the speakers of ``oasr.diarize`` on the same recording (split at word
     boundaries where the speaker changes; words kept only when they were asked for)."""
-    from ..diarize.attribution import attribute_speakers
     from ..diarize import diarize
+    from ..diarize.attribution import attribute_speakers
 
     turns = diarize(samples, device=device)
     log.info("diarization: %d speaker(s) in %d turn(s)", len(turns.speakers), len(turns.turns))
     return attribute_speakers(segments, turns.turns, tokenizer.encode, keep_words=options.word_timestamps)
-
-
-# -- inputs -----------------------------------------------------------------------------------
-
-def _resolve_model(model, device, dtype):
-    from ...loading import LoadedModel, load_pretrained
-
-    if isinstance(model, LoadedModel):
-        return model, model.provenance.source or model.architecture, ""
-    if not isinstance(model, (str, Path)):
-        raise InputError(f"model must be a LoadedModel or a path, not {type(model).__name__}")
-    loaded = load_pretrained(model, device=device, dtype=dtype)
-    return loaded, str(model), bundle_sha256(model)
-
-
-_TOKENIZERS: dict[int, tuple[weakref.ref, Any]] = {}
-
-
-def _tokenizer(loaded):
-    """The model's tokenizer, built once per LoadedModel (reading tokenizer.json takes ~50 ms)."""
-    key = id(loaded)
-    cached = _TOKENIZERS.get(key)
-    if cached is not None and cached[0]() is loaded:
-        return cached[1]
-    tokenizer = loaded.tokenizer()
-    _TOKENIZERS[key] = (weakref.ref(loaded, lambda _: _TOKENIZERS.pop(key, None)), tokenizer)
-    return tokenizer
-
-
-def _check_capabilities(loaded, options: TranscribeOptions):
-    from ...models.whisper import Whisper
-
-    if not isinstance(loaded.model, Whisper):
-        caps = ", ".join(sorted(loaded.capabilities)) or "none"
-        raise CapabilityError(f"transcribe needs a Whisper model; this {loaded.architecture} model can: {caps}")
-    if loaded.tokenizer_spec.kind == "none":
-        raise CapabilityError(
-            "this model was converted without tokenizer assets; it cannot transcribe (re-convert it with its tokenizer)"
-        )
-    tokenizer = _tokenizer(loaded)
-    if not tokenizer.multilingual:
-        if options.language not in (None, "en"):
-            raise CapabilityError(f"this Whisper model is English-only; it cannot transcribe language {options.language!r}")
-        if options.task == "translate":
-            raise CapabilityError("this Whisper model is English-only; it cannot translate (use a multilingual model)")
-    elif options.language is not None:
-        tokenizer.language_token(options.language)  # an unknown code fails here, before any work
-    return tokenizer
-
-
-# -- the long-form loop -----------------------------------------------------------------------
-
-
-@dataclass
-class _Piece:
-    """A segment of the current window before it becomes a ``Segment``."""
-
-    start: float
-    end: float
-    tokens: list[int]
-    text: str
-    words: list[Word] | None = None
-
-
-class _LongForm:
-    def __init__(self, loaded, tokenizer, options: TranscribeOptions, speech_map, duration, progress):
-        from ...decoding.whisper.decode import WhisperDecoder
-
-        self.model = loaded.model
-        self.loaded = loaded
-        self.tokenizer = tokenizer
-        self.options = options
-        self.speech_map = speech_map
-        self.duration = duration
-        self.progress = progress
-        spec = loaded.feature_spec
-        self.spec = spec
-        self.hop = spec.hop_length
-        self.sample_rate = spec.sample_rate
-        self.n_frames = round(spec.chunk_seconds * spec.sample_rate / spec.hop_length)  # 3000
-        self.input_stride = self.n_frames // self.model.config.n_audio_ctx  # mel frames per token: 2
-        self.time_precision = self.input_stride * self.hop / self.sample_rate  # 0.02 s
-        self.frames_per_second = self.sample_rate / self.hop
-        self.last_speech = 0.0  # end of the last word, with word timestamps
-        self.content_frames = 0
-        self.content_duration = 0.0
-        parameter = next(self.model.parameters())
-        self.device, self.dtype = parameter.device, parameter.dtype
-        self.decoder = WhisperDecoder(
-            self.model,
-            tokenizer,
-            beam_size=options.beam_size,
-            best_of=options.best_of,
-            patience=options.patience,
-            length_penalty=options.length_penalty,
-            suppress_tokens=options.suppress_tokens,
-            suppress_blank=options.suppress_blank,
-            without_timestamps=options.without_timestamps,
-            max_initial_timestamp=options.max_initial_timestamp,
-        )
-
-    def _seconds(self, frames: int) -> float:
-        return frames * self.hop / self.sample_rate
-
-    def _done(self, seek: int) -> None:
-        if self.progress is None:
-            return
-        t = self._seconds(seek)
-        if self.speech_map is not None:
-            t = self.speech_map.to_original(t)
-        self.progress(min(t, self.duration), self.duration)
-
-    def _encode(self, mel: torch.Tensor, seek: int, size: int) -> tuple[torch.Tensor, torch.Tensor]:
-        window = F.pad(mel[:, seek : seek + size], (0, self.n_frames - size))
-        window = window.to(self.dtype)
-        return window, self.model.embed_audio(window[None])
-
-    def _detect_language(self, features) -> tuple[str, float]:
-        from ...decoding.whisper.language import detect_language
-
-        guess = detect_language(self.model, self.tokenizer, features)
-        log.info(
-            "detected language %s with probability %.2f (set --language to skip detection)",
-            guess.language,
-            guess.probability,
-        )
-        return guess.language, guess.probability
-
-    def __call__(self, samples: np.ndarray) -> tuple[list[Segment], str, float | None]:
-        from ...features.logmel import log_mel_spectrogram
-
-        o = self.options
-        n_samples = self.n_frames * self.hop
-        audio = torch.from_numpy(samples).to(self.device)
-        mel = log_mel_spectrogram(audio, self.spec, padding=n_samples)  # + 30 s of zeros, as openai
-        content_frames = mel.shape[-1] - self.n_frames
-        self.content_frames, self.content_duration = content_frames, self._seconds(content_frames)
-        # Detected on the first window that is decoded; "" when there is none to detect it on.
-        language = o.language or (None if self.tokenizer.multilingual else "en")
-        probability = None
-        levels = frame_levels_db(samples, self.hop)  # one level per mel frame
-        initial_prompt = self.tokenizer.encode(" " + o.initial_prompt.strip()) if o.initial_prompt else []
-        all_tokens: list[int] = list(initial_prompt)
-        prompt_reset_since = 0
-        segments: list[Segment] = []
-        last: tuple[str, int] | None = None  # the previous kept segment: normalised text, window
-        seek = 0
-        while seek < content_frames:
-            size = min(self.n_frames, content_frames - seek)
-            time_offset = self._seconds(seek)
-            if levels[seek : seek + size].max(initial=-np.inf) < SILENCE_FLOOR_DB:
-                log.debug("window at %.2f s is silent (below %.0f dBFS); skipped", time_offset, SILENCE_FLOOR_DB)
-                seek += size
-                self._done(seek)
-                continue
-            window, features = self._encode(mel, seek, size)
-            if language is None:
-                language, probability = self._detect_language(features)
-            result, temperature = self._decode_with_fallback(features, all_tokens[prompt_reset_since:], language)
-            if o.no_speech_threshold is not None and result.no_speech_prob > o.no_speech_threshold:
-                if o.logprob_threshold is None or result.avg_logprob <= o.logprob_threshold:
-                    log.debug("window at %.2f s: no speech (p=%.2f); skipped", time_offset, result.no_speech_prob)
-                    seek += size
-                    self._done(seek)
-                    continue
-            previous_seek = seek
-            pieces, seek, single_ending = self._split(result.tokens, seek, size)
-            if o.word_timestamps and pieces:
-                seek, pieces = self._add_words(pieces, window, features, size, time_offset, language, seek, single_ending)
-            for piece in pieces:
-                if piece.start == piece.end or not piece.text.strip():
-                    continue
-                key = _normalise(piece.text)
-                if last is not None and key == last[0] and (last[1] != previous_seek or len(key.split()) >= 3):
-                    log.debug("dropped a segment repeating the previous one: %r", piece.text)
-                    continue
-                last = (key, previous_seek)
-                segments.append(self._segment(len(segments), previous_seek, piece, result))
-                all_tokens.extend(piece.tokens)
-            if not o.condition_on_previous_text or temperature > PROMPT_RESET_TEMPERATURE:
-                prompt_reset_since = len(all_tokens)
-            self._done(min(seek, content_frames))
-        return segments, language or "", probability
-
-    def _decode_with_fallback(self, features, previous: list[int], language: str):
-        """The first result at the temperatures in order that passes the thresholds; when none
-        does, the most probable one whose compression ratio passed (faster-whisper's choice),
-        and the last temperature tried (for the prompt reset)."""
-        o = self.options
-        tokens, sot_index = self.decoder.initial_tokens(language, o.task, previous)
-        prompted = self.decoder.prompt(features, tokens, sot_index)
-        tried, not_repetitive = [], []
-        for temperature in o.temperatures:
-            result = self.decoder.decode(prompted, temperature)
-            tried.append(result)
-            failed = False
-            if o.compression_ratio_threshold is not None:
-                if result.compression_ratio > o.compression_ratio_threshold:
-                    failed = True
-                else:
-                    not_repetitive.append(result)
-            if o.logprob_threshold is not None and result.avg_logprob < o.logprob_threshold:
-                failed = True
-            if (
-                o.no_speech_threshold is not None
-                and result.no_speech_prob > o.no_speech_threshold
-                and o.logprob_threshold is not None
-                and result.avg_logprob < o.logprob_threshold
-            ):
-                failed = False  # silence: the no-speech check decides
-            if not failed:
-                return result, temperature
-            log.debug(
-                "temperature %.1f failed (compression %.2f, avg logprob %.2f)",
-                temperature, result.compression_ratio, result.avg_logprob,
-            )
-        best = max(not_repetitive or tried, key=lambda r: r.avg_logprob)
-        return best, o.temperatures[-1]
-
-    def _split(self, tokens: tuple[int, ...], seek: int, size: int) -> tuple[list[_Piece], int, bool]:
-        """openai's segmentation: pieces between consecutive timestamp pairs; the next seek."""
-        tb = self.tokenizer.timestamp_begin
-        time_offset = self._seconds(seek)
-        is_ts = [t >= tb for t in tokens]
-        single_ending = len(tokens) >= 2 and not is_ts[-2] and is_ts[-1]
-        cuts = [i for i in range(1, len(tokens)) if is_ts[i] and is_ts[i - 1]]
-        pieces: list[_Piece] = []
-        if cuts:
-            if single_ending:
-                cuts.append(len(tokens))
-            begin = 0
-            for cut in cuts:
-                part = list(tokens[begin:cut])
-                start = time_offset + (part[0] - tb) * self.time_precision
-                end = time_offset + (part[-1] - tb) * self.time_precision
-                pieces.append(self._piece(start, end, part))
-                begin = cut
-            if single_ending:  # no speech after the last timestamp
-                seek += size
-            else:  # the last segment is unfinished: the next window starts where it begins
-                seek += (tokens[begin - 1] - tb) * self.input_stride
-        else:
-            duration = self._seconds(size)
-            stamps = [t for t in tokens if t >= tb]
-            if stamps and stamps[-1] != tb:  # a lone timestamp: where the text ends
-                duration = (stamps[-1] - tb) * self.time_precision
-            pieces.append(self._piece(time_offset, time_offset + duration, list(tokens)))
-            seek += size
-        return pieces, seek, single_ending
-
-    def _piece(self, start: float, end: float, tokens: list[int]) -> _Piece:
-        return _Piece(start, end, tokens, self.tokenizer.decode(tokens))
-
-    def _add_words(self, pieces, window, features, size, time_offset, language, seek, single_ending):
-        """Word times for this window's segments (one alignment pass, openai-whisper's rules for
-        segment bounds); the next window starts after the last word; optionally, suspect
-        segments in long silences are skipped."""
-        from ...decoding.whisper.alignment import align_segments
-
-        o = self.options
-        aligned = align_segments(
-            self.model,
-            self.tokenizer,
-            window,
-            [p.tokens for p in pieces],
-            num_frames=size,
-            alignment_heads=self.loaded.decoding.options.get("alignment_heads"),
-            language=language,
-            prepend_punctuations=o.prepend_punctuations,
-            append_punctuations=o.append_punctuations,
-            time_offset=time_offset,
-            task=o.task,
-            segment_bounds=[(p.start, p.end) for p in pieces],
-            last_speech_timestamp=self.last_speech,
-            audio_features=features,
-        )
-        for piece, words, bounds in zip(pieces, aligned.words, aligned.segment_bounds):
-            piece.words = list(words)
-            if bounds is not None:
-                piece.start, piece.end = bounds
-        previous_seek = round(time_offset * self.frames_per_second)
-        last_end = _last_end(pieces)
-        if not single_ending and last_end is not None and last_end > time_offset:
-            seek = round(last_end * self.frames_per_second)
-        if o.hallucination_silence_threshold is not None:
-            seek, pieces = self._skip_hallucinations(pieces, time_offset, previous_seek, size, seek, single_ending)
-        last_end = _last_end(pieces)
-        if last_end is not None:
-            self.last_speech = last_end
-        return seek, pieces
-
-    def _skip_hallucinations(self, pieces, time_offset, previous_seek, size, seek, single_ending):
-        """openai-whisper's ``hallucination_silence_threshold``: a segment of improbable, too long
-        or too short words, surrounded by silence, is dropped and the window restarts after it."""
-        threshold = self.options.hallucination_silence_threshold
-        fps = self.frames_per_second
-        window_end = time_offset + self._seconds(self.n_frames)
-        segment_duration = self._seconds(size)
-        if not single_ending:
-            last_end = _last_end(pieces)
-            if last_end is not None and last_end > time_offset:
-                seek = round(last_end * fps) if window_end - last_end > threshold else previous_seek + size
-        first = next((p for p in pieces if p.words), None)
-        if first is not None and _is_anomaly(first):
-            gap = first.start - time_offset
-            if gap > threshold:  # skip the leading silence, decode again from there
-                return previous_seek + round(gap * fps), []
-        last_end = self.last_speech
-        for i, piece in enumerate(pieces):
-            if not piece.words:
-                continue
-            if _is_anomaly(piece):
-                following = next((p for p in pieces[i + 1 :] if p.words), None)
-                next_start = following.words[0].start if following else time_offset + segment_duration
-                silence_before = (
-                    piece.start - last_end > threshold or piece.start < threshold or piece.start - time_offset < 2.0
-                )
-                silence_after = (
-                    next_start - piece.end > threshold or _is_anomaly(following) or window_end - piece.end < 2.0
-                )
-                if silence_before and silence_after:
-                    seek = round(max(time_offset + 1, piece.start) * fps)
-                    if self.content_duration - piece.end < threshold:
-                        seek = self.content_frames
-                    return seek, pieces[:i]
-            last_end = piece.end
-        return seek, pieces
-
-    def _segment(self, index: int, seek: int, piece: _Piece, result) -> Segment:
-        start, end, words = piece.start, piece.end, piece.words
-        m = self.speech_map
-        if m is not None:
-            if words:
-                words = [self._map_word(w) for w in words]
-                start, end = words[0].start, words[-1].end
-            else:
-                start, end = m.to_original(start), m.to_original(end, is_end=True)
-            seek = round(m.to_original(self._seconds(seek)) * self.sample_rate / self.hop)
-        start = min(max(start, 0.0), self.duration)
-        end = min(max(end, start), self.duration)
-        return Segment(
-            id=index,
-            seek=seek,
-            start=round(start, 3),
-            end=round(end, 3),
-            text=piece.text,
-            tokens=tuple(piece.tokens),
-            temperature=result.temperature,
-            avg_logprob=result.avg_logprob,
-            compression_ratio=result.compression_ratio,
-            no_speech_prob=result.no_speech_prob,
-            words=tuple(words) if words is not None else None,
-        )
-
-    def _map_word(self, word: Word) -> Word:
-        m = self.speech_map
-        region = m.region((word.start + word.end) / 2)  # both ends in the region of the middle
-        return dataclasses.replace(
-            word, start=m.to_original(word.start, region=region), end=m.to_original(word.end, region=region)
-        )
-
-
-_PUNCTUATION = re.compile(r"[^\w\s]")
-
-
-def _normalise(text: str) -> str:
-    return " ".join(_PUNCTUATION.sub(" ", text.lower()).split())
-
-
-# -- hallucination skipping with word timestamps (openai-whisper's heuristics) --------------------
-
-_PUNCTUATION_WORDS = "\"'“¿([{-\"'.。,，!！?？:：”)]}、"  # a word that is a substring of this is punctuation
-
-
-def _word_anomaly(word: Word) -> float:
-    duration = word.end - word.start
-    score = 0.0
-    if word.probability < 0.15:
-        score += 1.0
-    if duration < 0.133:
-        score += (0.133 - duration) * 15
-    if duration > 2.0:
-        score += duration - 2.0
-    return score
-
-
-def _is_anomaly(piece: _Piece | None) -> bool:
-    if piece is None or not piece.words:
-        return False
-    words = [w for w in piece.words if w.word not in _PUNCTUATION_WORDS][:8]
-    score = sum(_word_anomaly(w) for w in words)
-    return score >= 3 or score + 0.01 >= len(words)
-
-
-def _last_end(pieces: list[_Piece]) -> float | None:
-    """openai's ``get_end``: the end of the last word, else of the last segment."""
-    for piece in reversed(pieces):
-        if piece.words:
-            return piece.words[-1].end
-    return pieces[-1].end if pieces else None

@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from ...errors import InputError
 from ...options import VadOptions, validate_vad_options
 from ...models.weights import torch_single_threaded
-from ...loading import require_model
+from ...loading import load_pretrained
 
 __all__ = ["VadOptions", "validate_vad_options", "speech_probabilities", "speech_samples", "detect_speech"]
 
@@ -28,7 +28,7 @@ BLOCK_CHUNKS = 4096  # chunks encoded at once (131 s): bounds memory on long fil
 
 def speech_probabilities(audio: np.ndarray, model: Any = "silero-vad") -> np.ndarray:
     """audio [samples] 16 kHz mono float32 -> [ceil(samples / 512)] speech probability per chunk."""
-    loaded = require_model(model, "silero-vad")
+    loaded = load_pretrained(model, task="vad")
     vad, config = loaded.model, loaded.config
     audio = np.asarray(audio, dtype=np.float32)
     if audio.ndim != 1:
@@ -138,7 +138,7 @@ def detect_speech(
     audio: np.ndarray, model: Any = "silero-vad", options: VadOptions = VadOptions()
 ) -> list[tuple[float, float]]:
     """audio [samples] 16 kHz mono float32 -> sorted, disjoint (start_s, end_s) speech regions."""
-    loaded = require_model(model, "silero-vad")
+    loaded = load_pretrained(model, task="vad")
     probs = speech_probabilities(audio, loaded)
     sr = loaded.config.sample_rate
     regions = speech_samples(probs, len(audio), options, sample_rate=sr, chunk=loaded.config.chunk_samples)

@@ -1,0 +1,98 @@
+"""The ``ctc`` engine: encoder-only models whose frames each give a distribution over labels.
+
+A CTC model implements ``ctc_log_probs(features [B, C, T], lengths [B]) -> (log_probs [B, T', V],
+lengths [B])`` and ``output_stride`` (feature frames per output frame); its bundle names the
+blank (``DecodingDefaults.blank_id``) and, for single-language models, ``options["language"]``.
+Its tokenizer gives ``token_text(id)``: the text a label adds, starting with a space where it
+starts a word (a label that is only a space separates words). Long audio runs in overlapping
+chunks (``longform.py``), ``batch_size`` chunks per forward pass.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import torch
+
+from ...decoding.ctc import CtcToken, greedy_ctc
+from ...errors import CapabilityError
+from ...features import feature_extractor
+from ...options import TranscribeOptions
+from . import EngineOutput
+from .longform import TimedWord, keep_own, plan_chunks, to_segments
+
+log = logging.getLogger("oasr")
+
+CHUNK_LENGTH = 30.0  # seconds per chunk when neither the options nor the bundle say
+CHUNK_OVERLAP = 4.0  # seconds shared with each neighbour: longer than any word
+
+
+class Engine:
+    def __init__(self, loaded, options: TranscribeOptions):
+        options.decoding_for("ctc")  # a Whisper section given to a CTC model is an error, not ignored
+        defaults = loaded.decoding
+        if defaults.blank_id is None:
+            raise CapabilityError(f"this {loaded.architecture} bundle names no CTC blank id; re-convert it")
+        self.language = defaults.options.get("language", "")
+        if options.language is not None and self.language and options.language != self.language:
+            raise CapabilityError(
+                f"this {loaded.architecture} model transcribes {self.language} only, not {options.language!r}"
+            )
+        self.loaded, self.options = loaded, options
+        self.tokenizer = loaded.tokenizer()
+        self.blank = defaults.blank_id
+        self.length = options.chunk_length or defaults.options.get("chunk_length", CHUNK_LENGTH)
+        self.overlap = options.chunk_overlap if options.chunk_overlap is not None else defaults.options.get("chunk_overlap", CHUNK_OVERLAP)
+        if self.overlap * 2 >= self.length:
+            raise CapabilityError(f"a chunk overlap of {self.overlap:g} s needs chunks longer than {2 * self.overlap:g} s")
+
+    def run(self, samples: np.ndarray, speech_map, duration: float, progress) -> EngineOutput:
+        spec = self.loaded.feature_spec
+        rate = spec.sample_rate
+        model = self.loaded.model
+        parameter = next(model.parameters())
+        features_of = feature_extractor(spec)
+        frame_seconds = spec.hop_length * model.output_stride / rate
+        chunks = plan_chunks(len(samples), rate, self.length, self.overlap)
+        log.debug("%d chunk(s) of %.1f s, %.1f s overlap", len(chunks), self.length, self.overlap)
+        words: list[TimedWord] = []
+        audio = torch.from_numpy(samples).to(parameter.device)
+        for first in range(0, len(chunks), self.options.batch_size):
+            batch = chunks[first : first + self.options.batch_size]
+            feats = [features_of(audio[c.start : c.end], spec) for c in batch]
+            lengths = torch.tensor([f.shape[-1] for f in feats], device=parameter.device)
+            padded = torch.nn.utils.rnn.pad_sequence([f.T for f in feats], batch_first=True).transpose(1, 2)
+            log_probs, out_lengths = model.ctc_log_probs(padded.to(parameter.dtype), lengths)
+            for c, lp, n in zip(batch, log_probs, out_lengths.tolist()):
+                tokens = greedy_ctc(lp[:n], self.blank)
+                words += keep_own(self._words(tokens, c.start / rate, frame_seconds), c)
+            if progress is not None:
+                done = batch[-1].own_end
+                progress(min(speech_map.to_original(done) if speech_map else done, duration), duration)
+        segments = to_segments(words, speech_map, duration, with_words=self.options.word_timestamps)
+        return EngineOutput(segments, self.language if segments else "", None)
+
+    def _words(self, tokens: list[CtcToken], offset: float, frame: float) -> list[TimedWord]:
+        """Tokens -> words: a label whose text starts with a space starts a new word."""
+        words: list[TimedWord] = []
+        probs: list[list[float]] = []
+        new_word = True
+        for tok in tokens:
+            text = self.tokenizer.token_text(tok.id)
+            if not text.strip():  # a separator: the next label starts a word
+                new_word = True
+                continue
+            start, end = offset + tok.first_frame * frame, offset + (tok.last_frame + 1) * frame
+            if new_word or text.startswith(" "):
+                words.append(TimedWord(" " + text.lstrip(" "), start, end, 0.0, [tok.id]))
+                probs.append([tok.probability])
+            else:
+                w = words[-1]
+                w.text, w.end = w.text + text, end
+                w.tokens.append(tok.id)
+                probs[-1].append(tok.probability)
+            new_word = False
+        for w, p in zip(words, probs):
+            w.probability = sum(p) / len(p)
+        return words
