@@ -35,6 +35,7 @@ _LAZY = {
     "describe_resolution": "oasr.hub.resolve",
     "transcribe": "oasr.pipelines.transcribe",
     "TranscribeOptions": "oasr.options",
+    "WhisperDecoding": "oasr.options",
     "Transcript": "oasr.results",
     "pitch": "oasr.pipelines.pitch",
     "PitchOptions": "oasr.options",

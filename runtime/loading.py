@@ -289,13 +289,34 @@ _HASHES: dict[tuple[str, int, int], str] = {}
 
 
 def weights_sha256(bundle: Path) -> str:
-    """sha256 of a bundle's model.safetensors, computed once per file version in this process
-    (bundles of the oasr cache have it in their record and are not hashed at all)."""
-    st = (Path(bundle) / _bundle.WEIGHTS_NAME).stat()
-    key = (str(Path(bundle).resolve()), st.st_size, st.st_mtime_ns)
-    if key not in _HASHES:
-        _HASHES[key] = _bundle.weights_sha256(bundle)
-    return _HASHES[key]
+    """sha256 of a bundle's model.safetensors. Bundles of the oasr cache have it in their record;
+    any other bundle is hashed once per file version and the result kept beside the oasr cache
+    (``hashes/``), so a large bundle given by path is not re-read by every process."""
+    import json
+
+    from .hub.cache import cache_root
+    from .io.files import atomic_write_text
+
+    weights = (Path(bundle) / _bundle.WEIGHTS_NAME).resolve()
+    st = weights.stat()
+    key = (str(weights), st.st_size, st.st_mtime_ns)
+    if key in _HASHES:
+        return _HASHES[key]
+    memo = cache_root() / "hashes" / f"{hashlib.sha256(str(weights).encode()).hexdigest()[:24]}.json"
+    try:
+        stored = json.loads(memo.read_text(encoding="utf-8"))
+        if [stored.get("path"), stored.get("size"), stored.get("mtime_ns")] == list(key):
+            _HASHES[key] = stored["sha256"]
+            return _HASHES[key]
+    except (OSError, ValueError, KeyError, AttributeError):
+        pass
+    sha = _HASHES[key] = _bundle.weights_sha256(bundle)
+    try:
+        memo.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(memo, json.dumps({"path": key[0], "size": key[1], "mtime_ns": key[2], "sha256": sha}) + "\n")
+    except OSError as e:  # a read-only cache costs a re-hash next time, nothing else
+        log.debug("could not keep the sha256 of %s: %s", weights, e)
+    return sha
 
 
 class _LoadedCache:
