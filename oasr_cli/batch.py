@@ -5,7 +5,7 @@ A command is its own flags, its options dataclass and one ``run_batch`` call::
     @batch_command("transcribe")
     def transcribe(model: ModelOpt = "auto", ..., *, flags: BatchFlags) -> None:
         plan = plan_outputs(flags, requested, formats, default="txt")
-        options = checked(TranscribeOptions, ...)        # a bad value: a usage error, exit 2
+        options = from_flags(TranscribeOptions, locals(), ...)  # a bad value: a usage error, exit 2
         run_batch(flags, plan, Job(models=((model, "transcribe"),), run=..., render=...))
 
 ``batch_command`` adds the flags the runner owns (AUDIO..., -f, -o, --output-dir, --json, --device,
@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
-import inspect
 import logging
 import sys
 import time
@@ -38,7 +36,7 @@ import typer
 from oasr.errors import InputError, OasrError
 
 from .errors import OneLineUsage, debug_enabled, report, silence_stdout
-from .options import AudioArg, AudioFilesOpt, Device, DeviceOpt, Dtype, DtypeOpt, FailFastOpt, JsonOpt, OutputDirOpt, OutputOpt, QuietOpt, VerboseOpt
+from .options import AudioArg, AudioFilesOpt, Device, DeviceOpt, Dtype, DtypeOpt, FailFastOpt, JsonOpt, OutputDirOpt, OutputOpt, QuietOpt, VerboseOpt, flag_group, usage
 from .output import hub_progress, interactive, setup_logging
 
 log = logging.getLogger("oasr")
@@ -67,55 +65,31 @@ class BatchFlags:
     verb: str  # what the command does to audio, for "no audio to <verb>"
 
 
-# (parameter, annotation, default): before the command's own flags, then after them.
-_LEADING = (("audio", AudioArg, None), ("files", AudioFilesOpt, None))
-_TRAILING = (
-    ("output", OutputOpt, None),
-    ("output_dir", OutputDirOpt, None),
-    ("json_out", JsonOpt, False),
-    ("device", DeviceOpt, Device.auto),
-    ("dtype", DtypeOpt, Dtype.auto),
-    ("fail_fast", FailFastOpt, False),
-    ("quiet", QuietOpt, False),
-    ("verbose", VerboseOpt, False),
-)
+def _batch_flags(verb: str) -> Callable[..., BatchFlags]:
+    def build(audio, files, output, output_dir, json_out, device, dtype, fail_fast, quiet, verbose) -> BatchFlags:
+        sources = [*(files or []), *(audio or [])]
+        return BatchFlags(sources, output, output_dir, json_out, device.value, dtype.value, fail_fast, quiet, verbose, verb)
+
+    return build
 
 
 def batch_command(verb: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
     """Decorator: give a command the runner's flags; it receives them as ``flags: BatchFlags``."""
-
-    def wrap(fn: Callable[..., None]) -> Callable[..., None]:
-        own = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in inspect.signature(fn, eval_str=True).parameters.values() if p.name != "flags"]
-
-        def shared(specs) -> list[inspect.Parameter]:
-            return [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=a, default=d) for name, a, d in specs]
-
-        params = [*shared(_LEADING), *own, *shared(_TRAILING)]
-
-        @functools.wraps(fn)
-        def command(**kwargs: Any) -> None:
-            audio, files = (kwargs.pop(name) for name, _, _ in _LEADING)
-            given = {name: kwargs.pop(name) for name, _, _ in _TRAILING}
-            given["device"], given["dtype"] = given["device"].value, given["dtype"].value
-            fn(**kwargs, flags=BatchFlags(sources=[*(files or []), *(audio or [])], verb=verb, **given))
-
-        command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
-        command.__annotations__ = {p.name: p.annotation for p in params}
-        return command
-
-    return wrap
-
-
-def usage(message: str, hint: str | None = None) -> typer.BadParameter:
-    return typer.BadParameter(message, param_hint=hint)
-
-
-def checked(build: Callable[..., Any], *args: Any, **fields: Any) -> Any:
-    """``build(*args, **fields)`` (an options dataclass): a bad value is a usage error, exit 2."""
-    try:
-        return build(*args, **fields)
-    except InputError as e:  # the message names the flag
-        raise usage(str(e)) from e
+    return flag_group(
+        "flags",
+        _batch_flags(verb),
+        before=(("audio", AudioArg, None), ("files", AudioFilesOpt, None)),
+        after=(
+            ("output", OutputOpt, None),
+            ("output_dir", OutputDirOpt, None),
+            ("json_out", JsonOpt, False),
+            ("device", DeviceOpt, Device.auto),
+            ("dtype", DtypeOpt, Dtype.auto),
+            ("fail_fast", FailFastOpt, False),
+            ("quiet", QuietOpt, False),
+            ("verbose", VerboseOpt, False),
+        ),
+    )
 
 
 def flag_values(given: Any) -> list[str]:

@@ -1,13 +1,27 @@
-"""Option types and app settings shared by every command, defined once."""
+"""Option types, flag groups and app settings shared by every command, defined once.
+
+A flag shared by several commands is an ``Annotated`` alias here (``DeviceOpt``...). Flags that
+travel together are a group: ``flag_group`` adds them to each command's signature and hands them
+to its body as one object (``Report``: --json, -q, -v; the batch commands' ``BatchFlags`` in
+``oasr_cli.batch``). ``from_flags`` builds a runtime options dataclass from the flags named as its
+fields, so a command says only what differs (a parsed list, a computed schedule).
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import inspect
+from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Callable, Mapping, Optional, Sequence
 
 import typer
 
+from oasr.errors import InputError
+
+from .output import setup_logging
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 
@@ -37,6 +51,12 @@ def optional_float(text: Any) -> float | None:
         return float(text)
     except ValueError:
         raise typer.BadParameter(f"{text!r} is not a number (or 'none' to switch it off)") from None
+
+
+def number_or_none(flag: str, *, metavar: str, help: str, panel: str | None = None) -> Any:
+    """The type of a number flag that none/off switches off (a threshold, a gate), for a signature:
+    ``gate: number_or_none("--gate", metavar="DB", help=...) = -60.0``."""
+    return Annotated[Optional[float], typer.Option(flag, parser=optional_float, metavar=metavar, help=help, rich_help_panel=panel)]
 
 
 class Dtype(str, Enum):
@@ -94,3 +114,77 @@ OutputDirOpt = Annotated[
     Optional[Path],
     typer.Option("--output-dir", help="Write one file per input and format into DIR (created if missing).", metavar="DIR"),
 ]
+
+
+# --- flag groups ------------------------------------------------------------------------------------
+
+Flag = tuple[str, Any, Any]  # (parameter name, Annotated type, default)
+
+
+def flag_group(param: str, build: Callable[..., Any], *, before: Sequence[Flag] = (), after: Sequence[Flag] = ()):
+    """Decorator: flags several commands share, declared once.
+
+    The command's signature (what Typer reads for flags and help) gets ``before`` ahead of its
+    own flags and ``after`` behind them; its body gets one argument ``param``, the value of
+    ``build(**those flags)``. Groups stack.
+    """
+    shared = [*before, *after]
+
+    def declare(flags: Sequence[Flag]) -> list[inspect.Parameter]:
+        return [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=a, default=d) for name, a, d in flags]
+
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        own = inspect.signature(fn, eval_str=True).parameters.values()
+        params = [*declare(before), *(p.replace(kind=p.KEYWORD_ONLY) for p in own if p.name != param), *declare(after)]
+
+        @functools.wraps(fn)
+        def command(**kwargs: Any) -> Any:
+            group = build(**{name: kwargs.pop(name) for name, _, _ in shared})
+            return fn(**kwargs, **{param: group})
+
+        command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+        command.__annotations__ = {p.name: p.annotation for p in params}
+        return command
+
+    return wrap
+
+
+@dataclass(frozen=True)
+class Report:
+    """How a command reports: --json on stdout, and what goes to stderr (-q, -v)."""
+
+    json_out: bool
+    quiet: bool
+    verbose: bool
+
+
+def _report(json_out: bool, quiet: bool, verbose: bool) -> Report:
+    setup_logging(quiet, verbose)  # in effect from the start of the command
+    return Report(json_out, quiet, verbose)
+
+
+reporting = flag_group("report", _report, after=(("json_out", JsonOpt, False), ("quiet", QuietOpt, False), ("verbose", VerboseOpt, False)))
+
+
+# --- flags -> runtime options -------------------------------------------------------------------------
+
+
+def usage(message: str, hint: str | None = None) -> typer.BadParameter:
+    return typer.BadParameter(message, param_hint=hint)
+
+
+def checked(build: Callable[..., Any], *args: Any, **fields: Any) -> Any:
+    """``build(*args, **fields)`` (an options dataclass): a bad value is a usage error, exit 2."""
+    try:
+        return build(*args, **fields)
+    except InputError as e:  # the message names the flag
+        raise usage(str(e)) from e
+
+
+def from_flags(cls: type, flags: Mapping[str, Any], **given: Any) -> Any:
+    """``cls`` (a runtime options dataclass) from the command's ``flags`` (its ``locals()``) that
+    are named as its fields, an Enum flag by its value; ``given`` sets the fields a flag does not
+    hold as they are. A field with neither keeps its default. A bad value is a usage error."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    values = {k: v.value if isinstance(v, Enum) else v for k, v in flags.items() if k in names}
+    return checked(cls, **{**values, **given})

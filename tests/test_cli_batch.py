@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import csv
 import io
-import os
 import subprocess
 import sys
 import textwrap
@@ -19,8 +18,6 @@ import soundfile as sf
 
 import oasr
 from oasr.results import SpeakerTurn, SpeakerTurns
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def _tone(path: Path, seconds: float) -> Path:
@@ -108,7 +105,7 @@ def test_a_closed_stdout_ends_the_run_quietly(tmp_path, wavs):
     calls, closed = tmp_path / "calls", tmp_path / "closed"
     child = subprocess.Popen(
         [sys.executable, "-c", _CHILD, str(calls), str(closed), "transcribe", "-m", "m", *map(str, wavs * 2)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path,
     )
     first = child.stdout.readline()
     child.stdout.close()  # as head does after its line
@@ -137,7 +134,9 @@ def test_the_model_is_loaded_for_its_task(cli, loader, wavs, monkeypatch):
     monkeypatch.setattr(oasr, "diarize", lambda samples, options, **kw: SpeakerTurns((), len(samples) / 16000), raising=False)
     code, _, err = cli("diarize", wavs[0], "--embedding-model", "my-encoder")
     assert code == 0, err
-    assert loader.loads == [("auto", "vad"), ("my-encoder", "speaker-embedding")]
+    from oasr.pipelines.diarize import VAD_MODEL
+
+    assert loader.loads == [(VAD_MODEL, "vad"), ("my-encoder", "speaker-embedding")]  # the pipeline's default, unless given
 
 
 # --- the hub's progress -------------------------------------------------------------------------------

@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-from ..options import ArchitectureOpt, Dtype, DtypeOpt, FailFastOpt, ForceOpt, JsonOpt, QuietOpt, VerboseOpt
-from ..output import human_size, print_json, setup_logging
+from ..options import ArchitectureOpt, Dtype, DtypeOpt, FailFastOpt, ForceOpt, Report, reporting
+from ..output import human_size, print_json
 
 
 EXAMPLES = """Examples:
@@ -24,6 +24,7 @@ Several checkpoints into one folder of bundles, in bfloat16:
 """
 
 
+@reporting
 def convert(
     paths: Annotated[
         list[Path],
@@ -36,11 +37,10 @@ def convert(
     architecture: ArchitectureOpt = None,
     dtype: DtypeOpt = Dtype.auto,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Detect and map, print the summary, write nothing.")] = False,
-    json_out: JsonOpt = False,
     force: ForceOpt = False,
     fail_fast: FailFastOpt = False,
-    quiet: QuietOpt = False,
-    verbose: VerboseOpt = False,
+    *,
+    report: Report,
 ) -> None:
     """Convert checkpoints (CTranslate2, Hugging Face, openai-whisper) into native oasr bundles.
 
@@ -48,7 +48,6 @@ def convert(
     """
     if len(paths) < 2:
         raise typer.BadParameter("give at least one source and a destination", param_hint="SRC... DST")
-    setup_logging(quiet, verbose)
     from oasr.conversion.run import convert as run_convert
 
     *sources, dst = paths
@@ -60,13 +59,13 @@ def convert(
         force=force,
         dry_run=dry_run,
         fail_fast=fail_fast,
-        on_result=None if (json_out or quiet) else _print_result,
+        on_result=None if (report.json_out or report.quiet) else _print_result,
     )
-    if json_out:
+    if report.json_out:
         print_json([r.to_dict() for r in results])
     failed = [r for r in results if r.status == "failed"]
     if failed:
-        if not json_out:
+        if not report.json_out:
             typer.echo(f"oasr: {len(failed)} of {len(results)} source(s) failed: {', '.join(r.source for r in failed)}", err=True)
         raise typer.Exit(1)
 

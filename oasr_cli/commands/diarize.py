@@ -16,7 +16,8 @@ import typer
 from oasr.formats.turns import TURN_FORMATS
 from oasr.options import CLUSTERING, DiarizeOptions
 
-from ..batch import BatchFlags, Job, batch_command, checked, flag_values, plan_outputs, run_batch
+from ..batch import BatchFlags, Job, batch_command, flag_values, plan_outputs, run_batch
+from ..options import checked, from_flags
 
 DEFAULTS = DiarizeOptions()
 TurnFormat = Enum("TurnFormat", {name: name for name in TURN_FORMATS}, type=str)
@@ -73,13 +74,13 @@ def diarize(
         float, typer.Option("--vad-threshold", metavar="P", help="Speech probability (0..1) at which Silero VAD starts a speech region.", rich_help_panel=SEGMENTATION)
     ] = DEFAULTS.vad.threshold,
     vad_model: Annotated[
-        str,
-        typer.Option("--vad-model", metavar="MODEL", help="The voice activity model: a registry name, bundle or checkpoint; auto: the registry's default (oasr models list --task vad).", rich_help_panel=MODELS),
-    ] = "auto",
+        Optional[str],
+        typer.Option("--vad-model", metavar="MODEL", help="The voice activity model: a registry name (oasr models list --task vad), bundle or checkpoint. Default: the one oasr.diarize uses.", rich_help_panel=MODELS),
+    ] = None,
     embedding_model: Annotated[
-        str,
-        typer.Option("--embedding-model", metavar="MODEL", help="The speaker embedding model: a registry name, bundle or checkpoint; auto: the registry's default (oasr models list --task speaker-embedding).", rich_help_panel=MODELS),
-    ] = "auto",
+        Optional[str],
+        typer.Option("--embedding-model", metavar="MODEL", help="The speaker embedding model: a registry name (oasr models list --task speaker-embedding), bundle or checkpoint. Default: the one oasr.diarize uses.", rich_help_panel=MODELS),
+    ] = None,
     output_format: Annotated[
         Optional[TurnFormat],
         typer.Option("--output-format", "-F", help="rttm, json (with provenance) or csv (start,end,speaker; several inputs: one CSV with a file column first). Default: from -o's extension, else rttm.", rich_help_panel=OUTPUT, show_default=False),
@@ -92,21 +93,10 @@ def diarize(
     RTTM goes to stdout unless -o FILE or --output-dir DIR is given. Several inputs run as a batch with the models loaded once; their RTTM turns can share one -o FILE (each line names its file), and on stdout CSV turns make one CSV with a file column. A file that fails is reported on one line and the batch goes on, then exits 1 (--fail-fast stops at the first failure).
     """
     from oasr.formats.turns import render_turns, turns_csv, turns_json
+    from oasr.pipelines.diarize import EMBEDDING_MODEL, VAD_MODEL
 
     plan = plan_outputs(flags, flag_values(output_format), {f: f for f in TURN_FORMATS}, default="rttm", shared_file_format="rttm")
-    options = checked(
-        DiarizeOptions,
-        clustering=clustering.value,
-        num_speakers=num_speakers,
-        min_speakers=min_speakers,
-        max_speakers=max_speakers,
-        threshold=threshold,
-        window=window,
-        step=step,
-        min_turn=min_turn,
-        merge_gap=merge_gap,
-        vad=checked(dataclasses.replace, DEFAULTS.vad, threshold=vad_threshold),
-    )
+    options = from_flags(DiarizeOptions, locals(), vad=checked(dataclasses.replace, DEFAULTS.vad, threshold=vad_threshold))
 
     def run(models, samples, progress):
         import oasr
@@ -115,7 +105,7 @@ def diarize(
         return oasr.diarize(samples, options, vad_model=vad, embedding_model=encoder, device=flags.device, progress=progress)
 
     job = Job(
-        models=((vad_model, "vad"), (embedding_model, "speaker-embedding")),
+        models=((vad_model or VAD_MODEL, "vad"), (embedding_model or EMBEDDING_MODEL, "speaker-embedding")),
         run=run,
         render=render_turns,
         json_line=lambda turns: turns_json(turns, indent=None),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+from dataclasses import dataclass
 from enum import Enum
 from typing import Annotated, Optional
 
@@ -9,8 +11,8 @@ import typer
 
 from oasr.tasks import TASKS
 
-from ..options import JsonOpt, QuietOpt, VerboseOpt, new_app
-from ..output import human_size, hub_progress, interactive, print_json, setup_logging
+from ..options import JsonOpt, QuietOpt, Report, flag_group, new_app, reporting
+from ..output import human_size, hub_progress, interactive, print_json
 
 # The tasks oasr has built (a task joins oasr.tasks when its pipeline lands): --task takes only these.
 Task = Enum("Task", {t.replace("-", "_"): t for t in TASKS}, type=str)  # type: ignore[misc]
@@ -36,6 +38,26 @@ OfflineOpt = Annotated[
 AcceptLicenseOpt = Annotated[
     bool, typer.Option("--accept-license", help="Accept the licence of a gated or non-commercial model (read it first).")
 ]
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """Which model a command is about: a name, narrowed to a task and a kind of source."""
+
+    name: str
+    task: str | None
+    source: str | None
+
+    @property
+    def scope(self) -> dict[str, str | None]:
+        return {"task": self.task, "source": self.source}
+
+
+def _lookup(name: str, task: Task | None, source: SourceKind | None) -> Lookup:
+    return Lookup(name, task.value if task else None, source.value if source else None)
+
+
+model_lookup = flag_group("lookup", _lookup, before=(("name", ModelArg, inspect.Parameter.empty), ("task", TaskOpt, None), ("source", SourceOpt, None)))
 
 HELP = (
     "List, fetch, locate and remove named models.\n\n"
@@ -110,34 +132,21 @@ def list_(task: TaskOpt = None, json_out: JsonOpt = False) -> None:
 
 
 @app.command(no_args_is_help=True, epilog=PULL_EXAMPLES)
-def pull(
-    name: ModelArg,
-    task: TaskOpt = None,
-    source: SourceOpt = None,
-    offline: OfflineOpt = False,
-    accept_license: AcceptLicenseOpt = False,
-    json_out: JsonOpt = False,
-    quiet: QuietOpt = False,
-    verbose: VerboseOpt = False,
-) -> None:
+@model_lookup
+@reporting
+def pull(offline: OfflineOpt = False, accept_license: AcceptLicenseOpt = False, *, lookup: Lookup, report: Report) -> None:
     """Fetch a model and convert it into the oasr cache; print the bundle's path.
 
     Nothing is fetched when the bundle is cached already. Pulls of one model at once are safe: one fetches, the others wait.
     """
-    setup_logging(quiet, verbose)
     from oasr.hub.resolve import bundle_origin, resolve_model
 
-    with hub_progress(interactive(quiet)) as progress:
+    with hub_progress(interactive(report.quiet)) as progress:
         path = resolve_model(
-            name,
-            task=task.value if task else None,
-            source=source.value if source else None,
-            offline=True if offline else None,
-            accept_license=accept_license,
-            progress=progress,
+            lookup.name, **lookup.scope, offline=True if offline else None, accept_license=accept_license, progress=progress
         )
-    if json_out:
-        print_json({"name": name, "bundle": str(path), "origin": bundle_origin(path)})
+    if report.json_out:
+        print_json({"name": lookup.name, "bundle": str(path), "origin": bundle_origin(path)})
     else:
         typer.echo(str(path))
 
@@ -155,34 +164,25 @@ def rm(name: ModelArg, quiet: QuietOpt = False) -> None:
 
 
 @app.command(no_args_is_help=True, epilog=PATH_EXAMPLES)
-def path(name: ModelArg, task: TaskOpt = None, source: SourceOpt = None) -> None:
+@model_lookup
+def path(*, lookup: Lookup) -> None:
     """Print the path of a model's cached bundle; fail when it is not cached (fetches nothing)."""
     from oasr.errors import InputError
     from oasr.hub.resolve import cached_bundle
 
-    found = cached_bundle(name, task=task.value if task else None, source=source.value if source else None)
+    found = cached_bundle(lookup.name, **lookup.scope)
     if found is None:
-        raise InputError(f"{name} is not in the oasr cache; `oasr models pull {name}` fetches it")
+        raise InputError(f"{lookup.name} is not in the oasr cache; `oasr models pull {lookup.name}` fetches it")
     typer.echo(str(found))
 
 
 @app.command(no_args_is_help=True, epilog=RESOLVE_EXAMPLES)
-def resolve(
-    name: ModelArg,
-    task: TaskOpt = None,
-    source: SourceOpt = None,
-    offline: OfflineOpt = False,
-    json_out: JsonOpt = False,
-) -> None:
+@model_lookup
+def resolve(offline: OfflineOpt = False, json_out: JsonOpt = False, *, lookup: Lookup) -> None:
     """Show what a model name resolves to and from where, loading and downloading nothing."""
     from oasr.hub.resolve import describe_resolution
 
-    info = describe_resolution(
-        name,
-        task=task.value if task else None,
-        source=source.value if source else None,
-        offline=True if offline else None,
-    )
+    info = describe_resolution(lookup.name, **lookup.scope, offline=True if offline else None)
     if json_out:
         print_json(info)
         return

@@ -17,8 +17,8 @@ import typer
 from oasr.formats.pitch import PITCH_FORMATS
 from oasr.options import PITCH_DECODERS, PITCH_FMAX, PITCH_FMIN, PitchOptions
 
-from ..batch import BatchFlags, Job, batch_command, checked, flag_values, plan_outputs, run_batch, usage
-from ..options import ModelOpt, optional_float
+from ..batch import BatchFlags, Job, batch_command, flag_values, plan_outputs, run_batch
+from ..options import ModelOpt, from_flags, number_or_none, usage
 
 log = logging.getLogger("oasr")
 
@@ -59,10 +59,7 @@ def pitch(
         float,
         typer.Option("--voicing-threshold", metavar="P", help="A frame is voiced when its confidence reaches P (0..1); 0 keeps every frame.", rich_help_panel=TRACKING),
     ] = DEFAULTS.voicing_threshold,
-    silence_db: Annotated[
-        Optional[float],
-        typer.Option("--silence-db", parser=optional_float, metavar="DB", help="Frames quieter than DB dBFS are unvoiced with confidence 0; none: no gating.", rich_help_panel=TRACKING),
-    ] = DEFAULTS.silence_db,
+    silence_db: number_or_none("--silence-db", metavar="DB", help="Frames quieter than DB dBFS are unvoiced with confidence 0; none: no gating.", panel=TRACKING) = DEFAULTS.silence_db,
     batch_size: Annotated[
         Optional[int], typer.Option("--batch-size", metavar="N", help="Frames per forward pass. Default: by model size and device.", rich_help_panel=TRACKING)
     ] = None,
@@ -88,16 +85,7 @@ def pitch(
     plan = plan_outputs(flags, flag_values(output_format), {f: f for f in PITCH_FORMATS}, default="csv")
     if plot is not None and len(flags.sources) != 1:
         raise usage(f"--plot draws one input, not {len(flags.sources)}")
-    options = checked(
-        PitchOptions,
-        hop=hop,
-        decoder=decoder.value,
-        fmin=fmin,
-        fmax=fmax,
-        voicing_threshold=voicing_threshold,
-        silence_db=silence_db,
-        batch_size=batch_size,
-    )
+    options = from_flags(PitchOptions, locals())
     if plot is not None:
         from oasr.formats.pitch_plot import require_matplotlib
 

@@ -8,8 +8,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..options import ForceOpt, JsonOpt, QuietOpt, VerboseOpt
-from ..output import human_size, print_json, setup_logging
+from ..options import ForceOpt, Report, reporting
+from ..output import hub_progress, human_size, interactive, print_json
 
 
 class Scheme(str, Enum):
@@ -27,6 +27,7 @@ int4 from a registry name, the decoder's cross-attention kept in floating point:
 """
 
 
+@reporting
 def quantize(
     src: Annotated[
         str,
@@ -48,10 +49,9 @@ def quantize(
         Optional[Path],
         typer.Option("--verify-audio", help="The clip for --verify (default: pyannote-audio's sample when installed).", metavar="AUDIO"),
     ] = None,
-    json_out: JsonOpt = False,
     force: ForceOpt = False,
-    quiet: QuietOpt = False,
-    verbose: VerboseOpt = False,
+    *,
+    report: Report,
 ) -> None:
     """Quantize a model's weights to int8 or int4 (a format-2 bundle): smaller, faster on CPU.
 
@@ -60,18 +60,18 @@ def quantize(
     """
     if verify_audio is not None and not verify:
         raise typer.BadParameter("--verify-audio needs --verify", param_hint="--verify-audio")
-    setup_logging(quiet, verbose)
     from oasr.quant.quantize import quantize as run_quantize
     from oasr.quant.verify import verify as run_verify
     from oasr.quant.verify import verify_clip
 
     clip = verify_clip(verify_audio) if verify else None  # before anything is written
-    result = run_quantize(src, dst, scheme=scheme.value, keep=tuple(keep or ()), force=force)
+    with hub_progress(interactive(report.quiet)) as progress:
+        result = run_quantize(src, dst, scheme=scheme.value, keep=tuple(keep or ()), force=force, progress=progress)
     if clip is not None:
         result.verify = run_verify(Path(result.source), dst, clip).to_dict()
-    if json_out:
+    if report.json_out:
         print_json(result.to_dict())
-    elif not quiet:
+    elif not report.quiet:
         _print_result(result)
 
 

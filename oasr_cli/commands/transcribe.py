@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import logging
 from enum import Enum
-from typing import Annotated, Any, Optional
+from typing import Annotated, Optional
 
 import typer
 
 from oasr.formats import FORMATS
 from oasr.options import TASKS, VAD_KINDS, TranscribeOptions, WhisperDecoding
 
-from ..batch import BatchFlags, Job, batch_command, checked, flag_values, plan_outputs, run_batch, usage
-from ..options import LanguageOpt, ModelOpt, optional_float
+from ..batch import BatchFlags, Job, batch_command, flag_values, plan_outputs, run_batch
+from ..options import LanguageOpt, ModelOpt, checked, from_flags, number_or_none, usage
 
 log = logging.getLogger("oasr")
 
@@ -82,33 +82,17 @@ def transcribe(
     beam_size: Annotated[int, typer.Option("--beam-size", help="Beams at temperature 0; 1 is greedy.", rich_help_panel=DECODING)] = DECODING_DEFAULTS.beam_size,
     best_of: Annotated[int, typer.Option("--best-of", help="Candidates sampled at each temperature above 0.", rich_help_panel=DECODING)] = DECODING_DEFAULTS.best_of,
     patience: Annotated[float, typer.Option("--patience", help="Beam search stops after beam-size x patience finished candidates.", rich_help_panel=DECODING)] = DECODING_DEFAULTS.patience,
-    length_penalty: Annotated[
-        Optional[float],
-        typer.Option("--length-penalty", parser=optional_float, metavar="ALPHA", help="Rank candidates with Google's length penalty alpha (0..1); unset: sum logprob / length.", rich_help_panel=DECODING),
-    ] = DECODING_DEFAULTS.length_penalty,
+    length_penalty: number_or_none("--length-penalty", metavar="ALPHA", help="Rank candidates with Google's length penalty alpha (0..1); unset: sum logprob / length.", panel=DECODING) = DECODING_DEFAULTS.length_penalty,
     temperature: Annotated[float, typer.Option("--temperature", help="The first sampling temperature (0: beam search or greedy).", rich_help_panel=DECODING)] = DECODING_DEFAULTS.temperatures[0],
-    temperature_increment_on_fallback: Annotated[
-        Optional[float],
-        typer.Option(
-            "--temperature-increment-on-fallback",
-            parser=optional_float,
-            metavar="STEP",
-            help="Raise the temperature by STEP (up to 1.0) while a window fails the thresholds below; 0 or none: no fallback.",
-            rich_help_panel=DECODING,
-        ),
-    ] = round(DECODING_DEFAULTS.temperatures[1] - DECODING_DEFAULTS.temperatures[0], 6) if len(DECODING_DEFAULTS.temperatures) > 1 else None,
-    compression_ratio_threshold: Annotated[
-        Optional[float],
-        typer.Option("--compression-ratio-threshold", parser=optional_float, metavar="RATIO", help="A window whose gzip ratio is above RATIO failed (repetitive); none: no check.", rich_help_panel=DECODING),
-    ] = DECODING_DEFAULTS.compression_ratio_threshold,
-    logprob_threshold: Annotated[
-        Optional[float],
-        typer.Option("--logprob-threshold", parser=optional_float, metavar="LOGPROB", help="A window whose average token logprob is below LOGPROB failed; none: no check.", rich_help_panel=DECODING),
-    ] = DECODING_DEFAULTS.logprob_threshold,
-    no_speech_threshold: Annotated[
-        Optional[float],
-        typer.Option("--no-speech-threshold", parser=optional_float, metavar="PROB", help="A window whose no-speech probability is above PROB (and logprob low) is silence; none: no check.", rich_help_panel=DECODING),
-    ] = DECODING_DEFAULTS.no_speech_threshold,
+    temperature_increment_on_fallback: number_or_none(
+        "--temperature-increment-on-fallback",
+        metavar="STEP",
+        help="Raise the temperature by STEP (up to 1.0) while a window fails the thresholds below; 0 or none: no fallback.",
+        panel=DECODING,
+    ) = round(DECODING_DEFAULTS.temperatures[1] - DECODING_DEFAULTS.temperatures[0], 6) if len(DECODING_DEFAULTS.temperatures) > 1 else None,
+    compression_ratio_threshold: number_or_none("--compression-ratio-threshold", metavar="RATIO", help="A window whose gzip ratio is above RATIO failed (repetitive); none: no check.", panel=DECODING) = DECODING_DEFAULTS.compression_ratio_threshold,
+    logprob_threshold: number_or_none("--logprob-threshold", metavar="LOGPROB", help="A window whose average token logprob is below LOGPROB failed; none: no check.", panel=DECODING) = DECODING_DEFAULTS.logprob_threshold,
+    no_speech_threshold: number_or_none("--no-speech-threshold", metavar="PROB", help="A window whose no-speech probability is above PROB (and logprob low) is silence; none: no check.", panel=DECODING) = DECODING_DEFAULTS.no_speech_threshold,
     condition_on_previous_text: Annotated[
         bool,
         typer.Option("--condition-on-previous-text/--no-condition-on-previous-text", help="Prompt each window with the text before it.", rich_help_panel=DECODING),
@@ -189,33 +173,16 @@ def transcribe(
     plan = plan_outputs(flags, flag_values(output_format), {n: w.extension for n, w in writers().items()}, default="txt")
     _check_writer_flags(plan.formats, max_line_width, max_line_count, highlight_words, word_timestamps)
     writer_options = checked(WriterOptions, max_line_width, max_line_count, highlight_words)
-    decoding = checked(
+    decoding = from_flags(
         WhisperDecoding,
-        beam_size=beam_size,
-        best_of=best_of,
-        patience=patience,
-        length_penalty=length_penalty,
+        locals(),
         temperatures=_temperatures(temperature, temperature_increment_on_fallback),
-        compression_ratio_threshold=compression_ratio_threshold,
-        logprob_threshold=logprob_threshold,
-        no_speech_threshold=no_speech_threshold,
-        condition_on_previous_text=condition_on_previous_text,
-        initial_prompt=initial_prompt,
         suppress_tokens=_token_list(suppress_tokens),
-        suppress_blank=suppress_blank,
-        without_timestamps=without_timestamps,
-        max_initial_timestamp=max_initial_timestamp,
-        prepend_punctuations=prepend_punctuations,
-        append_punctuations=append_punctuations,
-        hallucination_silence_threshold=hallucination_silence_threshold,
     )
-    options = checked(
+    options = from_flags(
         TranscribeOptions,
-        task=task.value,
+        locals(),
         language=None if language is None or language.strip().lower() in ("", "auto") else language.strip(),
-        word_timestamps=word_timestamps,
-        vad=vad.value if vad is not None else None,
-        diarize=diarize,
         decoding=None if decoding == DECODING_DEFAULTS else decoding,  # None: the model family's own defaults
     )
 

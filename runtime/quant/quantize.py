@@ -44,7 +44,7 @@ class QuantizeResult:
         return {**dataclasses.asdict(self), "ratio": self.ratio}
 
 
-def source_bundle(spec: str | Path) -> Path:
+def source_bundle(spec: str | Path, progress=None) -> Path:
     """A bundle, a convertible directory or a registry name -> the full-precision bundle folder.
 
     A foreign directory is checked for a refused architecture before it is converted (into the
@@ -59,7 +59,7 @@ def source_bundle(spec: str | Path) -> Path:
         converter, _ = pick_converter(path)
         entry = model_entry(converter.architecture)
         check_quantizable(entry.model_cls, converter.architecture)
-    return Path(resolve_model(spec))
+    return Path(resolve_model(spec, progress=progress))
 
 
 def _up_to_date(dst: Path, wanted: QuantizationSpec) -> bool:
@@ -78,8 +78,12 @@ def quantize(
     scheme: str,
     keep: Sequence[str] = (),
     force: bool = False,
+    progress=None,
 ) -> QuantizeResult:
-    """Quantize the model ``src`` names into the bundle ``dst``; an up-to-date ``dst`` is skipped."""
+    """Quantize the model ``src`` names into the bundle ``dst``; an up-to-date ``dst`` is skipped.
+
+    ``progress(step, message)`` hears the hub's steps while ``src`` is fetched or converted.
+    """
     from ..conversion.run import check_destination
     from ..models.architectures import model_entry
     from ..models.weights import meta_model
@@ -87,7 +91,7 @@ def quantize(
     start = time.perf_counter()
     if scheme not in SCHEMES:
         raise InputError(f"unknown scheme {scheme!r}; choose one of {', '.join(SCHEMES)}")
-    bundle = source_bundle(src)
+    bundle = source_bundle(src, progress)
     dst = Path(dst)
     check_destination(bundle, dst)
     cfg = _bundle.read_config(bundle)
