@@ -161,7 +161,7 @@ def transcribe(
     *,
     flags: BatchFlags,
 ) -> None:
-    """Transcribe (or translate) speech with a Whisper model: text, subtitles or JSON.
+    """Transcribe (or translate) speech: text, subtitles or JSON, with Whisper or any installed speech model.
 
     Plain text goes to stdout unless -o FILE or --output-dir DIR is given; '-' reads the audio from stdin.
 
