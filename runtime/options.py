@@ -7,7 +7,7 @@ from typing import ClassVar
 
 from .errors import CapabilityError, InputError
 
-TASKS = ("transcribe", "translate")
+SPEECH_TASKS = ("transcribe", "translate")  # what TranscribeOptions.task takes (not the built tasks of oasr.tasks)
 VAD_KINDS = ("energy", "silero")
 # Language codes a model may be asked for (Whisper's set, the widest of the built-in families);
 # a model that knows fewer says so once loaded.
@@ -104,8 +104,8 @@ def validate_transcribe_options(o: TranscribeOptions) -> None:
     def bad(message: str) -> None:
         raise InputError(message)
 
-    if o.task not in TASKS:
-        bad(f"unknown task {o.task!r}; choose {' or '.join(TASKS)}")
+    if o.task not in SPEECH_TASKS:
+        bad(f"unknown task {o.task!r}; choose {' or '.join(SPEECH_TASKS)}")
     if o.language is not None and o.language not in LANGUAGES:
         bad(f"unknown language code {o.language!r}; use a code such as en, de, fr, zh (one of {len(LANGUAGES)})")
     if o.vad is not None and o.vad not in VAD_KINDS:

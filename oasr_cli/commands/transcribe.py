@@ -15,7 +15,7 @@ from typing import Annotated, Optional
 import typer
 
 from oasr.formats import FORMATS
-from oasr.options import TASKS, VAD_KINDS, TranscribeOptions, WhisperDecoding
+from oasr.options import SPEECH_TASKS, VAD_KINDS, TranscribeOptions, WhisperDecoding
 
 from ..batch import BatchFlags, Job, batch_command, flag_values, plan_outputs, run_batch
 from ..options import LanguageOpt, ModelOpt, checked, from_flags, number_or_none, usage
@@ -25,7 +25,7 @@ log = logging.getLogger("oasr")
 DEFAULTS = TranscribeOptions()
 DECODING_DEFAULTS = WhisperDecoding()
 OutputFormat = Enum("OutputFormat", {name: name for name in (*FORMATS, "all")}, type=str)
-Task = Enum("Task", {name: name for name in TASKS}, type=str)
+Task = Enum("Task", {name: name for name in SPEECH_TASKS}, type=str)
 Vad = Enum("Vad", {name: name for name in VAD_KINDS}, type=str)
 
 DECODING = "Decoding"
