@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import mmap
 import re
 import struct
@@ -22,6 +23,8 @@ from oasr.conversion.base import DETECT_KEYED_VALUE, CheckpointConverter
 from oasr.errors import ConversionError
 from oasr.models.whisper import WhisperConfig, whisper_specs
 from oasr.conversion.tensor_map import TensorTable
+
+from .openai_whisper import check_whisper_config
 
 _DTYPES = (torch.float32, torch.int8, torch.int16, torch.int32, torch.float16, torch.bfloat16)
 _BINARY_VERSION = 6
@@ -108,11 +111,16 @@ def _read_model_bin(path: Path) -> tuple[str, dict[str, torch.Tensor]]:
     def string() -> str:
         nonlocal pos
         (n,) = take("<H")
+        if n == 0:
+            raise ConversionError(f"{path}: corrupt header (a string of length 0 at byte {pos - 2})")
         if pos + n > len(buf):
             raise ConversionError(f"{path} is truncated")
         raw = bytes(buf[pos : pos + n - 1])
         pos += n
-        return raw.decode("utf-8")
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ConversionError(f"{path}: corrupt header (a name that is not UTF-8 at byte {pos - n})") from None
 
     (version,) = take("<I")
     if version != _BINARY_VERSION:
@@ -131,7 +139,13 @@ def _read_model_bin(path: Path) -> tuple[str, dict[str, torch.Tensor]]:
         dtype = _DTYPES[dtype_id]
         if pos + nbytes > len(buf):
             raise ConversionError(f"{path} is truncated (in {name})")
-        numel = nbytes // dtype.itemsize
+        numel = math.prod(shape)
+        if numel * dtype.itemsize != nbytes:
+            raise ConversionError(
+                f"{path}: {name} has shape {list(shape)} of {dtype} but {nbytes} bytes: the header is corrupt"
+            )
+        if name in raw:
+            raise ConversionError(f"{path}: {name} is stored twice")
         t = torch.frombuffer(buf, dtype=dtype, count=numel, offset=pos) if numel else torch.empty(0, dtype=dtype)
         if pos % dtype.itemsize:
             t = t.clone()  # unaligned data is copied once rather than used in place
@@ -143,10 +157,12 @@ def _read_model_bin(path: Path) -> tuple[str, dict[str, torch.Tensor]]:
         alias, target = string(), string()
         if target not in raw:
             raise ConversionError(f"{path}: alias {alias} points to missing {target}")
+        if alias in raw:
+            raise ConversionError(f"{path}: alias {alias} names a stored variable")
         raw[alias] = raw[target]
         if target + "_scale" in raw:  # a quantized alias shares its target's scale too
             raw[alias + "_scale"] = raw[target + "_scale"]
-    return spec, _dequantize(raw)
+    return spec, _dequantize(raw, path)
 
 
 def _release(buf: mmap.mmap, start: int, length: int) -> None:
@@ -164,7 +180,7 @@ def _release(buf: mmap.mmap, start: int, length: int) -> None:
             pass
 
 
-def _dequantize(raw: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+def _dequantize(raw: dict[str, torch.Tensor], path: Path) -> dict[str, torch.Tensor]:
     out = {}
     float_dtypes = {t.dtype for n, t in raw.items() if t.is_floating_point() and not n.endswith("_scale") and t.dim() > 0}
     target = torch.float16 if float_dtypes == {torch.float16} else torch.bfloat16 if float_dtypes == {torch.bfloat16} else torch.float32
@@ -173,6 +189,13 @@ def _dequantize(raw: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
             continue
         scale = raw.get(name + "_scale")
         if scale is not None:
+            # int8: one scale per output row; int16: one scale for the tensor.
+            rows = t.shape[0] if t.dtype == torch.int8 and t.dim() > 0 else 1
+            if t.dtype not in (torch.int8, torch.int16) or not scale.is_floating_point() or scale.numel() != rows:
+                raise ConversionError(
+                    f"{path}: {name} ({t.dtype}, shape {list(t.shape)}) does not fit its scale "
+                    f"({scale.dtype}, {scale.numel()} values)"
+                )
             q = t.float()
             if t.dtype == torch.int8:
                 q = q / scale.float().reshape(-1, *([1] * (t.dim() - 1)))
@@ -181,6 +204,41 @@ def _dequantize(raw: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
             t = q.to(target)
         out[name] = t
     return out
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _id_list(value, key: str, where: str, n_vocab: int) -> list[int] | None:
+    """``suppress_ids`` and the like: None, or a list of token ids (-1: openai's "the usual set")."""
+    if value is None:
+        return None
+    if not (isinstance(value, list) and all(_is_int(i) and -1 <= i < n_vocab for i in value)):
+        raise ConversionError(f"{where}: {key} must be a list of token ids below {n_vocab}")
+    return value
+
+
+def _alignment_heads(value, where: str, config: WhisperConfig) -> list[list[int]] | None:
+    """None, or ``[[layer, head], ...]`` inside the decoder."""
+    if value is None:
+        return None
+    ok = isinstance(value, list) and all(
+        isinstance(p, list) and len(p) == 2 and all(map(_is_int, p))
+        and 0 <= p[0] < config.n_text_layer and 0 <= p[1] < config.n_text_head
+        for p in value
+    )
+    if not ok:
+        raise ConversionError(
+            f"{where}: alignment_heads must be [layer, head] pairs inside the decoder "
+            f"({config.n_text_layer} layers of {config.n_text_head} heads)"
+        )
+    return value
 
 
 class CTranslate2WhisperConverter(CheckpointConverter):
@@ -204,7 +262,7 @@ class CTranslate2WhisperConverter(CheckpointConverter):
                 head = f.read(6 + 256)
             (n,) = struct.unpack_from("<H", head, 4)
             spec = head[6 : 6 + n - 1].decode("utf-8")
-        except (struct.error, UnicodeDecodeError):
+        except (OSError, struct.error, UnicodeDecodeError):
             return None
         return "model.bin header: WhisperSpec" if spec == "WhisperSpec" else None
 
@@ -221,34 +279,66 @@ class CTranslate2WhisperConverter(CheckpointConverter):
 
     @functools.cached_property
     def _ct2_config(self) -> dict:
+        file = self.path / "config.json"
         try:
-            return json.loads((self.path / "config.json").read_text(encoding="utf-8"))
-        except (ValueError, UnicodeDecodeError) as e:
-            raise ConversionError(f"{self.path}/config.json is not valid JSON: {e}") from e
+            config = json.loads(file.read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError, RecursionError) as e:
+            raise ConversionError(f"{file} is not valid JSON: {_first_line(e)}") from e
+        except OSError as e:
+            raise ConversionError(f"{file} cannot be read: {e}") from e
+        if not isinstance(config, dict):
+            raise ConversionError(f"{file}: expected a JSON object, got {type(config).__name__}")
+        return config
 
     def build_config(self) -> WhisperConfig:
         v = self._variables
+        file = self.path / "model.bin"
+
+        def tensor(name: str, rank: int) -> torch.Tensor:
+            if name not in v:
+                raise ConversionError(f"{file} lacks {name}")
+            t = v[name]
+            if t.dim() != rank:
+                raise ConversionError(f"{file}: {name} has shape {list(t.shape)}, expected {rank} dimension(s)")
+            return t
+
+        def heads(name: str) -> int:
+            t = v.get(name)
+            if t is None:
+                raise ConversionError(f"{file} lacks {name}")
+            if t.numel() != 1 or t.is_floating_point() or t.dtype == torch.bool:
+                raise ConversionError(f"{file}: {name} is not one integer ({t.dtype}, shape {list(t.shape)})")
+            return int(t.reshape(()))
 
         def layers(side: str) -> int:
-            ids = {int(m.group(1)) for n in v if (m := re.match(rf"{side}/layer_(\d+)/", n))}
-            return max(ids) + 1 if ids else 0
+            ids = {int(m.group(1)) for n in v if (m := re.match(rf"{side}/layer_([0-9]+)/", n))}
+            if ids != set(range(len(ids))):
+                raise ConversionError(f"{file}: the {side} layers are not numbered 0..{len(ids) - 1}")
+            return len(ids)
 
-        try:
-            conv1 = v["encoder/conv1/weight"]
-            return WhisperConfig(
-                n_mels=conv1.shape[1],
-                n_audio_ctx=v["encoder/position_encodings/encodings"].shape[0],
-                n_audio_state=conv1.shape[0],
-                n_audio_head=int(v["encoder/num_heads"]),
-                n_audio_layer=layers("encoder"),
-                n_vocab=v["decoder/embeddings/weight"].shape[0],
-                n_text_ctx=v["decoder/position_encodings/encodings"].shape[0],
-                n_text_state=v["decoder/embeddings/weight"].shape[1],
-                n_text_head=int(v["decoder/num_heads"]),
-                n_text_layer=layers("decoder"),
+        conv1 = tensor("encoder/conv1/weight", 3)
+        embeddings = tensor("decoder/embeddings/weight", 2)
+        audio_positions = tensor("encoder/position_encodings/encodings", 2)
+        text_positions = tensor("decoder/position_encodings/encodings", 2)
+        if audio_positions.shape[1] != conv1.shape[0] or text_positions.shape[1] != embeddings.shape[1]:
+            raise ConversionError(
+                f"{file}: position encodings {list(audio_positions.shape)}, {list(text_positions.shape)} do not match "
+                f"the widths of encoder/conv1 ({conv1.shape[0]}) and decoder/embeddings ({embeddings.shape[1]})"
             )
-        except KeyError as e:
-            raise ConversionError(f"{self.path}/model.bin lacks {e.args[0]}") from e
+        config = WhisperConfig(
+            n_mels=conv1.shape[1],
+            n_audio_ctx=audio_positions.shape[0],
+            n_audio_state=conv1.shape[0],
+            n_audio_head=heads("encoder/num_heads"),
+            n_audio_layer=layers("encoder"),
+            n_vocab=embeddings.shape[0],
+            n_text_ctx=text_positions.shape[0],
+            n_text_state=embeddings.shape[1],
+            n_text_head=heads("decoder/num_heads"),
+            n_text_layer=layers("decoder"),
+        )
+        check_whisper_config(config, str(file))
+        return config
 
     def load_state_dict(self):
         return dict(self._variables)
@@ -256,12 +346,13 @@ class CTranslate2WhisperConverter(CheckpointConverter):
     def build_specs(self, config):
         files = {n: self.path / n for n in _TOKENIZER_NAMES if (self.path / n).is_file()}
         c = self._ct2_config
+        where = f"{self.path / 'config.json'}"
         tokenizer, features, decoding = whisper_specs(
             config,
             files,
-            suppress_ids=c.get("suppress_ids"),
-            suppress_ids_begin=c.get("suppress_ids_begin"),
-            alignment_heads=c.get("alignment_heads"),
+            suppress_ids=_id_list(c.get("suppress_ids"), "suppress_ids", where, config.n_vocab),
+            suppress_ids_begin=_id_list(c.get("suppress_ids_begin"), "suppress_ids_begin", where, config.n_vocab),
+            alignment_heads=_alignment_heads(c.get("alignment_heads"), where, config),
         )
         return tokenizer, files, features, decoding
 

@@ -10,7 +10,7 @@ import functools
 import json
 from pathlib import Path
 
-from oasr.io.checkpoint import load_safetensors_file, load_torch_file
+from oasr.io.checkpoint import load_safetensors_file, load_torch_file, shard_files
 from oasr.conversion.base import DETECT_KEYED_VALUE, CheckpointConverter
 from oasr.errors import ConversionError
 from oasr.models.whisper import WhisperConfig, whisper_specs
@@ -85,13 +85,8 @@ class HFWhisperConverter(CheckpointConverter):
     def _weight_files(self) -> list[Path]:
         for index_name in ("model.safetensors.index.json", "pytorch_model.bin.index.json"):
             index = self.path / index_name
-            if index.is_file():
-                shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
-                files = [self.path / s for s in shards]
-                absent = [f.name for f in files if not f.is_file()]
-                if absent:
-                    raise ConversionError(f"{index} names missing shard(s): {', '.join(absent)}")
-                return files
+            if index.is_file():  # each shard a plain name inside the folder (never /etc/passwd or ../x)
+                return shard_files(self.path, index)
         for name in ("model.safetensors", "pytorch_model.bin"):
             if (self.path / name).is_file():
                 return [self.path / name]

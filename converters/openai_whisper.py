@@ -7,7 +7,11 @@ every name the format may hold is stated and a stray tensor is refused.
 from __future__ import annotations
 
 import functools
+import operator
+import re
 from pathlib import Path
+
+from torch import Tensor
 
 from oasr.io.checkpoint import load_torch_file
 from oasr.conversion.base import DETECT_ASSET_LAYOUT, CheckpointConverter
@@ -31,6 +35,27 @@ _NAMES = [
 ]
 
 _DIMS = tuple(f.name for f in WhisperConfig.__dataclass_fields__.values())
+_BLOCK_ID = re.compile(r"(encoder|decoder)\.blocks\.([0-9]+)\.")
+
+
+def check_whisper_config(config: WhisperConfig, where: str) -> None:
+    """Refuse dims no Whisper has (before a model is built from them): positive integers, heads
+    that divide the width, one width for encoder and decoder, an even encoder width of 4 or more
+    (its sinusoidal position table)."""
+    for name in _DIMS:
+        value = getattr(config, name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ConversionError(f"{where}: {name} is {value!r}, not a positive integer")
+    for state, head in (("n_audio_state", "n_audio_head"), ("n_text_state", "n_text_head")):
+        if getattr(config, state) % getattr(config, head):
+            raise ConversionError(f"{where}: {head} {getattr(config, head)} does not divide {state} {getattr(config, state)}")
+    if config.n_audio_state != config.n_text_state:
+        raise ConversionError(
+            f"{where}: n_audio_state {config.n_audio_state} differs from n_text_state {config.n_text_state} "
+            "(the decoder attends to the encoder's states)"
+        )
+    if config.n_audio_state % 2 or config.n_audio_state < 4:
+        raise ConversionError(f"{where}: n_audio_state {config.n_audio_state} is not an even width of 4 or more")
 
 
 
@@ -66,6 +91,11 @@ class OpenAIWhisperConverter(CheckpointConverter):
         ckpt = load_torch_file(self.file)
         if not isinstance(ckpt, dict) or "dims" not in ckpt or "model_state_dict" not in ckpt:
             raise ConversionError(f"{self.file} is not an openai-whisper checkpoint: no dims and model_state_dict")
+        if not isinstance(ckpt["dims"], dict):
+            raise ConversionError(f"{self.file}: dims is a {type(ckpt['dims']).__name__}, not a mapping")
+        state = ckpt["model_state_dict"]
+        if not isinstance(state, dict) or not all(isinstance(k, str) and isinstance(t, Tensor) for k, t in state.items()):
+            raise ConversionError(f"{self.file}: model_state_dict is not a mapping of names to tensors")
         return ckpt
 
     def source_files(self) -> list[Path]:
@@ -76,7 +106,38 @@ class OpenAIWhisperConverter(CheckpointConverter):
         missing = [k for k in _DIMS if k not in dims]
         if missing:
             raise ConversionError(f"{self.file}: dims lacks {', '.join(missing)}")
-        return WhisperConfig(**{k: int(dims[k]) for k in _DIMS})
+        values = {}
+        for k in _DIMS:
+            try:
+                if isinstance(dims[k], bool):
+                    raise TypeError
+                values[k] = operator.index(dims[k])
+            except (TypeError, ValueError, RuntimeError):
+                raise ConversionError(f"{self.file}: dims {k} is {dims[k]!r:.40}, not an integer") from None
+        config = WhisperConfig(**values)
+        check_whisper_config(config, f"{self.file} dims")
+        self._check_against_tensors(config)
+        return config
+
+    def _check_against_tensors(self, config: WhisperConfig) -> None:
+        """The dims must describe the tensors: the model built from them (and the position table
+        computed from them) is then no larger than the checkpoint itself."""
+        state = self._checkpoint["model_state_dict"]
+        for side, want in (("encoder", config.n_audio_layer), ("decoder", config.n_text_layer)):
+            ids = {int(m.group(2)) for k in state if (m := _BLOCK_ID.match(k)) and m.group(1) == side}
+            if len(ids) != want or ids != set(range(want)):
+                raise ConversionError(f"{self.file}: dims say {want} {side} layers; model_state_dict holds {len(ids)}")
+        shapes = {
+            "encoder.positional_embedding": (config.n_audio_ctx, config.n_audio_state),
+            "decoder.positional_embedding": (config.n_text_ctx, config.n_text_state),
+            "decoder.token_embedding.weight": (config.n_vocab, config.n_text_state),
+            "encoder.conv1.weight": (config.n_audio_state, config.n_mels, 3),
+        }
+        for name, shape in shapes.items():
+            if name in state and tuple(state[name].shape) != shape:
+                raise ConversionError(
+                    f"{self.file}: {name} has shape {list(state[name].shape)}; dims describe {list(shape)}"
+                )
 
     def load_state_dict(self):
         return dict(self._checkpoint["model_state_dict"])

@@ -11,6 +11,8 @@ import functools
 import re
 from pathlib import Path
 
+from torch import Tensor
+
 from oasr.io.checkpoint import load_torch_file
 from oasr.conversion.base import DETECT_NAMED_CONFIG, CheckpointConverter
 from oasr.errors import ConversionError
@@ -33,6 +35,8 @@ def _model_state(file: Path) -> dict | None:
         return None
     state = ckpt.get("model_state") if isinstance(ckpt, dict) else None
     if not isinstance(state, dict) or "lstm.weight_ih_l0" not in state or "linear.weight" not in state:
+        return None
+    if not all(isinstance(k, str) and isinstance(t, Tensor) for k, t in state.items()):
         return None
     return state
 
@@ -85,7 +89,14 @@ class ResemblyzerConverter(CheckpointConverter):
     def build_config(self) -> GE2EConfig:
         state = self._state
         layers = sum(1 for k in state if _LAYER.match(k))
+        if "lstm.weight_hh_l0" not in state:
+            raise ConversionError(f"{self.file}: model_state lacks lstm.weight_hh_l0")
         ih, hh, linear = state["lstm.weight_ih_l0"], state["lstm.weight_hh_l0"], state["linear.weight"]
+        if ih.dim() != 2 or hh.dim() != 2 or linear.dim() != 2 or 0 in (*ih.shape, *hh.shape, *linear.shape):
+            raise ConversionError(
+                f"{self.file}: lstm/linear shapes {list(ih.shape)}, {list(hh.shape)}, {list(linear.shape)} "
+                "are not non-empty matrices"
+            )
         hidden = hh.shape[1]
         if ih.shape[0] != 4 * hidden or linear.shape[1] != hidden:
             raise ConversionError(

@@ -80,10 +80,16 @@ class SileroVadConverter(CheckpointConverter):
         missing = [n for n in _TABLE if n not in state]
         if missing:
             raise ConversionError(f"{self.file} lacks {', '.join(missing[:3])}: not a Silero VAD v5/v6 archive")
-        n_fft = state["_model.stft.forward_basis_buffer"].shape[-1]
+        basis, hh = state["_model.stft.forward_basis_buffer"], state["_model.decoder.rnn.weight_hh"]
+        if basis.dim() != 3 or hh.dim() != 2 or hh.shape[1] < 1:
+            raise ConversionError(
+                f"{self.file}: the STFT basis {list(basis.shape)} or the LSTM's weight_hh {list(hh.shape)} "
+                "has the wrong rank: not a Silero VAD v5/v6 archive"
+            )
+        n_fft = basis.shape[-1]
         if n_fft != 256:
             raise ConversionError(f"{self.file}: an STFT of {n_fft} samples is not the 16 kHz network's (256)")
-        return SileroVadConfig(hidden_size=state["_model.decoder.rnn.weight_hh"].shape[1])
+        return SileroVadConfig(hidden_size=hh.shape[1])
 
     def load_state_dict(self):
         return dict(self._state)

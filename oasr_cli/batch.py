@@ -258,7 +258,9 @@ class _Batch:
         self.collected: list[str] = []  # pieces of the shared -o FILE
 
     def check(self) -> list[tuple[str, Route]]:
-        """The inputs worth running: each exists (else it failed already); output folders made."""
+        """The inputs worth running: each exists (else it failed already). Where the outputs go is
+        checked here too, but no folder is made until an output is written there (a failed run
+        leaves no new empty folders)."""
         from oasr.io.audio import STDIN, check_audio_path
 
         pending = []
@@ -272,7 +274,7 @@ class _Batch:
                     continue
             for _, path in route:
                 if path is not None:
-                    path.parent.mkdir(parents=True, exist_ok=True)
+                    check_output_path(path)
             pending.append((src, route))
         return pending
 
@@ -290,13 +292,11 @@ class _Batch:
         return result
 
     def write(self, src: str, result: Any, route: Route) -> None:
-        from oasr.io.files import atomic_write_text
-
         for fmt, path in route:
             if path is not None and path == self.plan.shared:
                 self.collected.append(self.job.joined[fmt](result, not self.collected))
             elif path is not None:
-                atomic_write_text(path, self.job.render(result, fmt))
+                write_output(path, self.job.render(result, fmt))
                 log.info("wrote %s", path)
             elif not self.several:
                 self._print(self.job.render(result, fmt))
@@ -313,10 +313,8 @@ class _Batch:
         self.printed += 1
 
     def finish(self) -> None:
-        from oasr.io.files import atomic_write_text
-
         if self.plan.shared is not None and self.collected:
-            atomic_write_text(self.plan.shared, "".join(self.collected))
+            write_output(self.plan.shared, "".join(self.collected))
             log.info("wrote %s", self.plan.shared)
 
     def fail(self, src: str, exc: BaseException) -> bool:
@@ -339,6 +337,43 @@ class _Batch:
                 names = ", ".join(self.failed)
                 typer.echo(f"oasr: {len(self.failed)} of {len(self.flags.sources)} file(s) failed: {names}", err=True)
             raise typer.Exit(1)
+
+
+def check_output_path(path: Path) -> None:
+    """Refuse, before any work, an output whose folder cannot be made: the nearest existing
+    ancestor of ``path`` must be a writable folder (a device or FIFO is written in place: its
+    folder does not matter). Nothing is created here."""
+    import os
+    import stat
+
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return
+    except OSError:
+        pass
+    if os.path.islink(path):  # the link's target is what gets replaced
+        path = Path(os.path.realpath(path))
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise InputError(f"cannot write {path}: {parent} is not a folder")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError(f"cannot write {path}: the folder {parent} is not writable")
+
+
+def write_output(path: Path, data: str | bytes) -> None:
+    """Write one output file (text in UTF-8, or bytes): its missing parent folders are made now,
+    and taken away again when the write fails; atomic for a regular file, straight into a device,
+    FIFO or link to one (``oasr.io.files.atomic_write_bytes``)."""
+    from oasr.io.files import atomic_write_bytes, make_parents, remove_empty
+
+    created = make_parents(path)
+    try:
+        atomic_write_bytes(path, data.encode("utf-8") if isinstance(data, str) else data)
+    except BaseException:
+        remove_empty(created)
+        raise
 
 
 # --- progress ----------------------------------------------------------------------------------------

@@ -68,16 +68,18 @@ def silence_stdout() -> None:
 def run(command, args: list[str] | None, prog_name: str) -> int:
     """Run the app's click command with oasr's exit codes: 0, 1 failure, 2 usage, 130 interrupted.
 
-    Typer carries its own copy of click, so its exceptions are reached through ``typer``.
+    Typer carries its own copy of click, so its exceptions are reached through ``typer``. Typer
+    turns a KeyboardInterrupt (Ctrl-C) inside a command into ``Exit(130)``, which in
+    non-standalone mode comes back as the return value 130: that, like an interrupt reaching
+    here, is reported as ``oasr: interrupted``.
     """
     try:
         result = command.main(args=args, prog_name=prog_name, standalone_mode=False)
-        return result if isinstance(result, int) else EXIT_OK
+        return _exit_code(result if isinstance(result, int) else EXIT_OK)
     except typer.Exit as e:
-        return e.exit_code
+        return _exit_code(e.exit_code)
     except (KeyboardInterrupt, typer.Abort):
-        print("oasr: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return _exit_code(EXIT_INTERRUPTED)
     except BrokenPipeError:
         # The reader of stdout went away (`oasr ... | head`): it has what it wanted, and that is
         # no failure of ours, so the exit is 0 (as the documented codes say; 141, a shell's mark of
@@ -94,3 +96,13 @@ def run(command, args: list[str] | None, prog_name: str) -> int:
         return report(e)
     except Exception as e:
         return report(e)
+
+
+def _exit_code(code: int) -> int:
+    """``code``, after saying ``oasr: interrupted`` on stderr when it is the interrupt's (130)."""
+    if code == EXIT_INTERRUPTED:
+        try:
+            print("oasr: interrupted", file=sys.stderr, flush=True)
+        except (OSError, ValueError):  # stderr is gone too
+            pass
+    return code

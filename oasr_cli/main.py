@@ -5,21 +5,42 @@ Command modules import the runtime inside their bodies, so ``oasr --help`` never
 
 from __future__ import annotations
 
-import contextlib
-import os
+import signal
 import sys
 
-import typer
-from typer._completion_classes import completion_init
 
-from oasr.version import __version__
+def _interrupted_while_starting(signum, frame):  # Ctrl-C while the imports below run
+    sys.stderr.write("oasr: interrupted\n")
+    raise SystemExit(130)
 
-from .commands import convert, diarize, inspect, pitch, quantize, transcribe
-from .commands.completion import app as completion_app
-from .commands.eval import app as eval_app
-from .commands.models import app as models_app
-from .errors import run
-from .options import new_app
+
+def _guard_startup():
+    """The previous SIGINT handler, after putting ``_interrupted_while_starting`` in its place
+    (only over Python's default one, in the main thread); None when left alone."""
+    try:
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            return signal.signal(signal.SIGINT, _interrupted_while_starting)
+    except ValueError:  # not the main thread
+        pass
+    return None
+
+
+_startup_handler = _guard_startup()
+
+import contextlib  # noqa: E402
+import os  # noqa: E402
+
+import typer  # noqa: E402
+from typer._completion_classes import completion_init  # noqa: E402
+
+from oasr.version import __version__  # noqa: E402
+
+from .commands import convert, diarize, inspect, pitch, quantize, transcribe  # noqa: E402
+from .commands.completion import app as completion_app  # noqa: E402
+from .commands.eval import app as eval_app  # noqa: E402
+from .commands.models import app as models_app  # noqa: E402
+from .errors import run  # noqa: E402
+from .options import new_app  # noqa: E402
 
 # The apps are built with add_completion=False (no --install-completion options), and that also
 # skips Typer's registration of its shell-completion classes, so the _OASR_COMPLETE /
@@ -93,6 +114,10 @@ def _help_width():
         del os.environ["TERMINAL_WIDTH"]
         if "typer.rich_utils" in sys.modules:
             sys.modules["typer.rich_utils"].MAX_WIDTH = None
+
+
+if _startup_handler is not None:  # imported: Ctrl-C is a KeyboardInterrupt again (errors.run reports it)
+    signal.signal(signal.SIGINT, _startup_handler)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -59,6 +59,26 @@ def number_or_none(flag: str, *, metavar: str, help: str, panel: str | None = No
     return Annotated[Optional[float], typer.Option(flag, parser=optional_float, metavar=metavar, help=help, rich_help_panel=panel)]
 
 
+MODEL_TAKES = "a native bundle, a checkpoint directory, a registry name (see oasr models list) or auto"
+NAME_TAKES = "a registry name (see oasr models list), auto, or a Hugging Face org/repo[@revision]"
+
+
+def _not_blank(takes: str) -> Callable[[Optional[str]], Optional[str]]:
+    def check(value: Optional[str]) -> Optional[str]:
+        if value is not None and not value.strip():
+            raise typer.BadParameter(f"is empty; it takes {takes}")
+        return value
+
+    return check
+
+
+# The callbacks of every flag or argument that names a model (-m, quantize's SRC, diarize's
+# --vad-model, the NAME of oasr models): an empty or blank value is a usage error (exit 2), not
+# the current folder.
+model_spec = _not_blank(MODEL_TAKES)
+model_name = _not_blank(NAME_TAKES)
+
+
 class Dtype(str, Enum):
     auto = "auto"
     float32 = "float32"
@@ -96,6 +116,7 @@ ModelOpt = Annotated[
         "-m",
         help="A native bundle, a checkpoint directory (converted on the fly), or a registry name (auto: the default model).",
         metavar="MODEL",
+        callback=model_spec,
     ),
 ]
 LanguageOpt = Annotated[

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -16,6 +18,62 @@ LANGUAGES = tuple(
     "la mi ml cy sk te fa lv bn sr az sl kn et mk br eu is hy ne mn bs kk sq sw gl mr pa si km sn yo so af oc "
     "ka be tg sd gu am yi lo uz fo ht ps tk nn mt sa lb my bo tl mg as tt haw ln ha ba jw su yue".split()
 )
+
+
+# --- bounds -------------------------------------------------------------------------------------
+# Every numeric option has a finite, documented range, checked by its dataclass's validate
+# function before any work starts (NaN and infinities are refused everywhere): a value outside it
+# is an InputError naming the flag and the range, which the CLI reports as a usage error (exit 2).
+
+
+def _show(value) -> str:
+    return f"{value:g}" if isinstance(value, float) else repr(value)
+
+
+def check_range(value, name: str, lo=None, hi=None, *, integer: bool = False, lo_open: bool = False, hi_open: bool = False, unit: str = "") -> None:
+    """Raise an InputError unless ``value`` is a finite number (a whole one when ``integer``)
+    within [lo, hi] (an end left open by ``lo_open`` / ``hi_open``; None: no bound that side)."""
+    if integer:
+        if not isinstance(value, numbers.Integral) or isinstance(value, bool):
+            raise InputError(f"{name} must be a whole number (got {_show(value)})")
+    elif not isinstance(value, numbers.Real) or isinstance(value, bool) or not math.isfinite(value):
+        raise InputError(f"{name} must be a finite number (got {_show(value)})")
+    if (lo is None or (value > lo if lo_open else value >= lo)) and (hi is None or (value < hi if hi_open else value <= hi)):
+        return
+    u = f" {unit}" if unit else ""
+    if lo is not None and hi is not None and not (integer or lo_open or hi_open):
+        text = f"between {lo:g}{u} and {hi:g}{u}"
+    else:
+        parts = []
+        if lo is not None:
+            parts.append(f"{'above' if lo_open else 'at least'} {lo:g}{u}")
+        if hi is not None:
+            parts.append(f"{'under' if hi_open else 'at most'} {hi:g}{u}")
+        text = " and ".join(parts)
+    raise InputError(f"{name} must be {text} (got {_show(value)})")
+
+
+def _optional_range(value, name: str, *args, **kwargs) -> None:
+    if value is not None:
+        check_range(value, name, *args, **kwargs)
+
+
+# Whisper decoding. Every beam and every sample is one decoder row with its own self-attention KV
+# cache (large-v3: 147 MB per row in fp32), so the row count bounds memory: 32 rows of large-v3
+# stay under 5 GB, and quality stops improving long before (openai-whisper's default is 5).
+MAX_BEAMS = 32
+MAX_BEST_OF = 32
+MAX_PATIENCE = 10.0  # finished candidates = beam_size * patience; the step limit bounds the rest
+MAX_TEMPERATURE = 2.0  # above 2 the softmax over ~52k tokens is close to uniform: noise, not text
+MAX_TEMPERATURES = 20  # each is one more decode of a failed window (openai's schedule has 6)
+MAX_COMPRESSION_RATIO = 100.0  # gzip ratios of a window's text lie in 1..~50; none switches the check off
+MIN_LOGPROB = -100.0  # an average token logprob: <= 0, and above log(float32's tiniest) ~ -103
+WINDOW_SECONDS = 30.0  # a Whisper window: the first timestamp and silence thresholds lie within it
+# Encoder-only families: one chunk's attention is quadratic in its length (120 s of wav2vec2:
+# 6000 frames, 144 MB per head); chunks of under a second are mostly overlap.
+MIN_CHUNK_SECONDS, MAX_CHUNK_SECONDS = 1.0, 120.0
+MAX_CHUNK_OVERLAP = 60.0  # seconds, and under half the chunk
+MAX_TRANSCRIBE_BATCH = 64  # chunks per forward pass: batch x chunk bounds memory
 
 
 @dataclass(frozen=True)
@@ -50,20 +108,26 @@ def validate_whisper_decoding(o: WhisperDecoding) -> None:
     def bad(message: str) -> None:
         raise InputError(message)
 
-    if o.beam_size < 1:
-        bad("--beam-size must be at least 1")
-    if o.best_of < 1:
-        bad("--best-of must be at least 1")
-    if o.patience <= 0:
-        bad("--patience must be positive")
-    if not o.temperatures or any(t < 0 for t in o.temperatures):
+    check_range(o.beam_size, "--beam-size", 1, MAX_BEAMS, integer=True)
+    check_range(o.best_of, "--best-of", 1, MAX_BEST_OF, integer=True)
+    check_range(o.patience, "--patience", 0, MAX_PATIENCE, lo_open=True)
+    if not isinstance(o.temperatures, (tuple, list)) or not o.temperatures:
         bad("temperatures must be a non-empty list of values >= 0")
-    if o.length_penalty is not None and not 0 <= o.length_penalty <= 1:
-        bad("--length-penalty must be between 0 and 1")
-    if o.no_speech_threshold is not None and not 0 <= o.no_speech_threshold <= 1:
-        bad("--no-speech-threshold must be between 0 and 1")
-    if o.max_initial_timestamp < 0:
-        bad("--max-initial-timestamp must be >= 0")
+    if len(o.temperatures) > MAX_TEMPERATURES:
+        bad(f"at most {MAX_TEMPERATURES} temperatures (got {len(o.temperatures)}); use a larger --temperature-increment-on-fallback")
+    for t in o.temperatures:
+        check_range(t, "--temperature", 0, MAX_TEMPERATURE)
+    _optional_range(o.length_penalty, "--length-penalty", 0, 1)
+    _optional_range(o.compression_ratio_threshold, "--compression-ratio-threshold", 0, MAX_COMPRESSION_RATIO, lo_open=True)
+    _optional_range(o.logprob_threshold, "--logprob-threshold", MIN_LOGPROB, 0)
+    _optional_range(o.no_speech_threshold, "--no-speech-threshold", 0, 1)
+    check_range(o.max_initial_timestamp, "--max-initial-timestamp", 0, WINDOW_SECONDS, unit="s")
+    _optional_range(o.hallucination_silence_threshold, "--hallucination-silence-threshold", 0, WINDOW_SECONDS, lo_open=True, unit="s")
+    if not isinstance(o.suppress_tokens, (tuple, list)):
+        bad("suppress_tokens must be a list of token ids")
+    for token in o.suppress_tokens:
+        # The upper end is the model's vocabulary, checked once it is loaded (pipelines.transcribe.whisper).
+        check_range(token, "--suppress-tokens ids", -1, integer=True)
 
 
 @dataclass(frozen=True)
@@ -110,12 +174,11 @@ def validate_transcribe_options(o: TranscribeOptions) -> None:
         bad(f"unknown language code {o.language!r}; use a code such as en, de, fr, zh (one of {len(LANGUAGES)})")
     if o.vad is not None and o.vad not in VAD_KINDS:
         bad(f"unknown --vad {o.vad!r}; choose {' or '.join(VAD_KINDS)}")
-    if o.chunk_length is not None and o.chunk_length <= 0:
-        bad("--chunk-length must be positive")
-    if o.chunk_overlap is not None and (o.chunk_overlap < 0 or (o.chunk_length and o.chunk_overlap * 2 >= o.chunk_length)):
+    _optional_range(o.chunk_length, "--chunk-length", MIN_CHUNK_SECONDS, MAX_CHUNK_SECONDS, unit="s")
+    _optional_range(o.chunk_overlap, "--chunk-overlap", 0, MAX_CHUNK_OVERLAP, unit="s")
+    if o.chunk_overlap is not None and o.chunk_length and o.chunk_overlap * 2 >= o.chunk_length:
         bad("--chunk-overlap must be >= 0 and under half the chunk length")
-    if o.batch_size < 1:
-        bad("--batch-size must be at least 1")
+    check_range(o.batch_size, "--batch-size", 1, MAX_TRANSCRIBE_BATCH, integer=True)
     d = o.decoding
     if d is not None and not isinstance(getattr(d, "family", None), str):
         bad(f"decoding must be a family's options section (such as WhisperDecoding), not {type(d).__name__}")
@@ -149,18 +212,33 @@ class VadOptions:
         return max(self.threshold - 0.15, 0.01) if self.neg_threshold is None else self.neg_threshold
 
 
+MAX_VAD_SECONDS = 60.0  # a VAD duration (speech, silence, padding) beyond a minute decides nothing about speech
+MAX_SPEECH_REGION = 3600.0  # seconds: over-long regions are split; an hour is never one utterance
+
+
 def validate_vad_options(o: VadOptions) -> None:
     def bad(message: str) -> None:
         raise InputError(message)
 
+    check_range(o.threshold, "the VAD threshold (--vad-threshold)")  # finite; the range just below
     if not 0 < o.threshold < 1:
         bad("the VAD threshold must lie between 0 and 1")
     if o.neg_threshold is not None and not 0 < o.neg_threshold <= o.threshold:
         bad("the VAD's negative threshold must lie in (0, threshold]")
-    if min(o.min_speech_s, o.min_silence_s, o.speech_pad_s, o.min_silence_at_max_speech_s) < 0:
-        bad("VAD durations (minimum speech, minimum silence, padding) must be >= 0")
-    if o.max_speech_s is not None and o.max_speech_s <= 0.032 + 2 * o.speech_pad_s:
-        bad("the VAD's maximum speech duration must exceed one 32 ms chunk plus twice the padding")
+    durations = (
+        ("the VAD's minimum speech", o.min_speech_s),
+        ("the VAD's minimum silence", o.min_silence_s),
+        ("the VAD's padding", o.speech_pad_s),
+        ("the VAD's minimum silence at a split", o.min_silence_at_max_speech_s),
+    )
+    for name, value in durations:
+        check_range(value, name, None, MAX_VAD_SECONDS, unit="s")  # finite, at most a minute
+        if value < 0:
+            bad(f"VAD durations (minimum speech, minimum silence, padding) must be >= 0; {name} is {value:g}")
+    if o.max_speech_s is not None:
+        check_range(o.max_speech_s, "the VAD's maximum speech duration", 0, MAX_SPEECH_REGION, unit="s")
+        if o.max_speech_s <= 0.032 + 2 * o.speech_pad_s:
+            bad("the VAD's maximum speech duration must exceed one 32 ms chunk plus twice the padding")
 
 
 PITCH_DECODERS = ("weighted", "viterbi", "argmax")
@@ -185,22 +263,30 @@ class PitchOptions:
         return round(self.hop * 16)
 
 
+PITCH_MIN_HOP, PITCH_MAX_HOP = 0.0625, 1000.0  # ms: one 16 kHz sample (torchcrepe's finest) to a frame a second
+PITCH_MIN_DB = -200.0  # dBFS: the level of digital silence here (LEVEL_FLOOR); a lower gate gates nothing
+PITCH_MAX_BATCH = 8192  # frames per pass: twice the largest default; crepe-full holds ~1 MB per frame in layer 1
+
+
 def validate_pitch_options(o: PitchOptions) -> None:
     def bad(message: str) -> None:
         raise InputError(message)
 
-    if not o.hop > 0 or abs(o.hop * 16 - round(o.hop * 16)) > 1e-6:
+    check_range(o.hop, "--hop", None, PITCH_MAX_HOP, unit="ms")  # finite; the lower end just below
+    if not o.hop >= PITCH_MIN_HOP or abs(o.hop * 16 - round(o.hop * 16)) > 1e-6:
         bad(f"--hop {o.hop:g} ms is not a positive whole number of 16 kHz samples (a multiple of 0.0625 ms)")
+    check_range(o.fmin, "--fmin", unit="Hz")  # finite; CREPE's range just below
+    check_range(o.fmax, "--fmax", unit="Hz")
     if o.decoder not in PITCH_DECODERS:
         bad(f"unknown --decoder {o.decoder!r}; choose {', '.join(PITCH_DECODERS)}")
     if not PITCH_FMIN <= o.fmin < o.fmax <= PITCH_FMAX:
         bad(f"--fmin and --fmax must satisfy {PITCH_FMIN} <= fmin < fmax <= {PITCH_FMAX} Hz (CREPE's range)")
-    if not 0 <= o.voicing_threshold <= 1:
-        bad("--voicing-threshold must be between 0 and 1")
-    if o.silence_db is not None and not o.silence_db <= 0:
-        bad("--silence-db must be at most 0 dBFS (or none: no silence gating)")
-    if o.batch_size is not None and o.batch_size < 1:
-        bad("--batch-size must be at least 1")
+    check_range(o.voicing_threshold, "--voicing-threshold", 0, 1)
+    if o.silence_db is not None:
+        check_range(o.silence_db, "--silence-db", None, None, unit="dBFS")  # finite
+        if not PITCH_MIN_DB <= o.silence_db <= 0:
+            bad(f"--silence-db must be at most 0 dBFS and at least {PITCH_MIN_DB:g} (or none: no silence gating); got {o.silence_db:g}")
+    _optional_range(o.batch_size, "--batch-size", 1, PITCH_MAX_BATCH, integer=True)
 
 
 CLUSTERING = ("agglomerative", "spectral")
@@ -230,29 +316,45 @@ class DiarizeOptions:
         validate_diarize_options(self)
 
 
+# Speakers: GE2E embeddings of 1.5 s windows tell a few dozen voices apart at best, and the count
+# estimate needs many windows per speaker; AMI meetings have 4, DIHARD recordings up to ~10.
+MAX_SPEAKERS = 32
+# Windows: each is one embedding (a GE2E partial every ~0.77 s of it) and one row of the N x N
+# affinity matrix, so the step's lower end bounds their number (at most 10 per second of speech,
+# 5 times the default) and the window's upper end the partials per window (about 13).
+DIARIZE_MIN_STEP = 0.1
+DIARIZE_MIN_WINDOW, DIARIZE_MAX_WINDOW = 0.5, 10.0
+MAX_SPEAKER_WINDOWS = 100  # min_speaker_windows: more than this would dissolve real speakers of short files
+MAX_TURN_SECONDS = 60.0  # min_turn and merge_gap: smoothing beyond a minute erases turns rather than tidying them
+
+
 def validate_diarize_options(o: DiarizeOptions) -> None:
     def bad(message: str) -> None:
         raise InputError(message)
 
     if o.clustering not in CLUSTERING:
         bad(f"unknown --clustering {o.clustering!r}; choose {' or '.join(CLUSTERING)}")
-    if o.num_speakers is not None and o.num_speakers < 1:
-        bad("--num-speakers must be at least 1")
-    if o.min_speakers < 1:
-        bad("--min-speakers must be at least 1")
-    if o.max_speakers is not None and o.max_speakers < o.min_speakers:
-        bad("--max-speakers must be at least --min-speakers")
+    _optional_range(o.num_speakers, "--num-speakers", 1, MAX_SPEAKERS, integer=True)
+    check_range(o.min_speakers, "--min-speakers", 1, MAX_SPEAKERS, integer=True)
+    if o.max_speakers is not None:
+        check_range(o.max_speakers, "--max-speakers", 1, MAX_SPEAKERS, integer=True)
+        if o.max_speakers < o.min_speakers:
+            bad("--max-speakers must be at least --min-speakers")
     if o.num_speakers is not None and (o.min_speakers != 1 or o.max_speakers is not None):
         bad("give --num-speakers, or --min-speakers/--max-speakers, not both")
-    if not 0 < o.threshold < 2:
-        bad("--threshold must lie between 0 and 2 (cosine distance)")
-    if not 0 <= o.spectral_prune < 1:
-        bad("spectral_prune must lie in [0, 1)")
-    if o.window <= 0 or o.step <= 0 or o.step > o.window:
-        bad("windows need 0 < step <= window")
-    if not 0 <= o.min_window <= o.window:
+    if not (isinstance(o.threshold, numbers.Real) and 0 < o.threshold < 2):  # NaN fails too
+        bad(f"--threshold must lie between 0 and 2 (cosine distance); got {_show(o.threshold)}")
+    if not (isinstance(o.spectral_prune, numbers.Real) and 0 <= o.spectral_prune < 1):
+        bad(f"spectral_prune must lie in [0, 1); got {_show(o.spectral_prune)}")
+    check_range(o.window, "--window", DIARIZE_MIN_WINDOW, DIARIZE_MAX_WINDOW, unit="s")
+    check_range(o.step, "--step", DIARIZE_MIN_STEP, unit="s")
+    if o.step > o.window:
+        bad(f"windows need 0 < step <= window: --step {o.step:g} s is longer than --window {o.window:g} s")
+    check_range(o.min_window, "min_window", 0, unit="s")
+    if o.min_window > o.window:
         bad("min_window must lie between 0 and window")
-    if o.min_speaker_windows < 1:
-        bad("min_speaker_windows must be at least 1")
-    if o.min_turn < 0 or o.merge_gap < 0:
-        bad("min_turn and merge_gap must be >= 0")
+    check_range(o.min_speaker_windows, "min_speaker_windows", 1, MAX_SPEAKER_WINDOWS, integer=True)
+    check_range(o.min_turn, "--min-turn", 0, MAX_TURN_SECONDS, unit="s")
+    check_range(o.merge_gap, "--merge-gap", 0, MAX_TURN_SECONDS, unit="s")
+    if not isinstance(o.vad, VadOptions):
+        bad(f"vad must be a VadOptions, not {type(o.vad).__name__}")

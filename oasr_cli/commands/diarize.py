@@ -14,10 +14,18 @@ from typing import Annotated, Optional
 import typer
 
 from oasr.formats.turns import TURN_FORMATS
-from oasr.options import CLUSTERING, DiarizeOptions
+from oasr.options import (
+    CLUSTERING,
+    DIARIZE_MAX_WINDOW,
+    DIARIZE_MIN_STEP,
+    DIARIZE_MIN_WINDOW,
+    MAX_SPEAKERS,
+    MAX_TURN_SECONDS,
+    DiarizeOptions,
+)
 
 from ..batch import BatchFlags, Job, batch_command, flag_values, plan_outputs, run_batch
-from ..options import checked, from_flags
+from ..options import checked, from_flags, model_spec
 
 DEFAULTS = DiarizeOptions()
 TurnFormat = Enum("TurnFormat", {name: name for name in TURN_FORMATS}, type=str)
@@ -45,14 +53,14 @@ One RTTM of a batch, then its diarization error rate against a reference:
 @batch_command("diarize")
 def diarize(
     num_speakers: Annotated[
-        Optional[int], typer.Option("--num-speakers", metavar="N", help="Exactly N speakers (skips the estimate).", rich_help_panel=SPEAKERS)
+        Optional[int], typer.Option("--num-speakers", metavar="N", help=f"Exactly N speakers, 1..{MAX_SPEAKERS} (skips the estimate).", rich_help_panel=SPEAKERS)
     ] = None,
     min_speakers: Annotated[
-        int, typer.Option("--min-speakers", metavar="N", help="The estimated count is at least N.", rich_help_panel=SPEAKERS)
+        int, typer.Option("--min-speakers", metavar="N", help=f"The estimated count is at least N (1..{MAX_SPEAKERS}).", rich_help_panel=SPEAKERS)
     ] = DEFAULTS.min_speakers,
     max_speakers: Annotated[
         Optional[int],
-        typer.Option("--max-speakers", metavar="N", help="The estimated count is at most N. Default: 8 (spectral), none (agglomerative).", rich_help_panel=SPEAKERS),
+        typer.Option("--max-speakers", metavar="N", help=f"The estimated count is at most N (up to {MAX_SPEAKERS}). Default: 8 (spectral), none (agglomerative).", rich_help_panel=SPEAKERS),
     ] = None,
     clustering: Annotated[
         Clustering,
@@ -62,24 +70,24 @@ def diarize(
         float,
         typer.Option("--threshold", metavar="DIST", help="agglomerative: cosine distance (0..2) at which speakers stop merging; lower finds more speakers.", rich_help_panel=SPEAKERS),
     ] = DEFAULTS.threshold,
-    window: Annotated[float, typer.Option("--window", metavar="SECONDS", help="Speech per speaker embedding.", rich_help_panel=SEGMENTATION)] = DEFAULTS.window,
-    step: Annotated[float, typer.Option("--step", metavar="SECONDS", help="Time between embedding windows.", rich_help_panel=SEGMENTATION)] = DEFAULTS.step,
+    window: Annotated[float, typer.Option("--window", metavar="SECONDS", help=f"Speech per speaker embedding ({DIARIZE_MIN_WINDOW:g}..{DIARIZE_MAX_WINDOW:g}).", rich_help_panel=SEGMENTATION)] = DEFAULTS.window,
+    step: Annotated[float, typer.Option("--step", metavar="SECONDS", help=f"Time between embedding windows (at least {DIARIZE_MIN_STEP:g}, at most --window).", rich_help_panel=SEGMENTATION)] = DEFAULTS.step,
     min_turn: Annotated[
-        float, typer.Option("--min-turn", metavar="SECONDS", help="Shorter turns next to another speaker's are given to it.", rich_help_panel=SEGMENTATION)
+        float, typer.Option("--min-turn", metavar="SECONDS", help=f"Shorter turns next to another speaker's are given to it (0..{MAX_TURN_SECONDS:g}).", rich_help_panel=SEGMENTATION)
     ] = DEFAULTS.min_turn,
     merge_gap: Annotated[
-        float, typer.Option("--merge-gap", metavar="SECONDS", help="Turns of one speaker closer than this are joined.", rich_help_panel=SEGMENTATION)
+        float, typer.Option("--merge-gap", metavar="SECONDS", help=f"Turns of one speaker closer than this are joined (0..{MAX_TURN_SECONDS:g}).", rich_help_panel=SEGMENTATION)
     ] = DEFAULTS.merge_gap,
     vad_threshold: Annotated[
         float, typer.Option("--vad-threshold", metavar="P", help="Speech probability (0..1) at which Silero VAD starts a speech region.", rich_help_panel=SEGMENTATION)
     ] = DEFAULTS.vad.threshold,
     vad_model: Annotated[
         Optional[str],
-        typer.Option("--vad-model", metavar="MODEL", help="The voice activity model: a registry name (oasr models list --task vad), bundle or checkpoint. Default: the one oasr.diarize uses.", rich_help_panel=MODELS),
+        typer.Option("--vad-model", metavar="MODEL", help="The voice activity model: a registry name (oasr models list --task vad), bundle or checkpoint. Default: the one oasr.diarize uses.", rich_help_panel=MODELS, callback=model_spec),
     ] = None,
     embedding_model: Annotated[
         Optional[str],
-        typer.Option("--embedding-model", metavar="MODEL", help="The speaker embedding model: a registry name (oasr models list --task speaker-embedding), bundle or checkpoint. Default: the one oasr.diarize uses.", rich_help_panel=MODELS),
+        typer.Option("--embedding-model", metavar="MODEL", help="The speaker embedding model: a registry name (oasr models list --task speaker-embedding), bundle or checkpoint. Default: the one oasr.diarize uses.", rich_help_panel=MODELS, callback=model_spec),
     ] = None,
     output_format: Annotated[
         Optional[TurnFormat],

@@ -5,6 +5,7 @@ Policy only: read the files, call ``oasr.metrics.der``, print a table (or JSON) 
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -14,6 +15,8 @@ import typer
 from ..options import JsonOpt, new_app
 
 app = new_app("eval", "Score outputs against references.")
+
+MAX_COLLAR = 10.0  # seconds: scoring conventions use 0 to 0.5; a wider collar leaves little to score
 
 DER_EXAMPLES = """Examples:
 
@@ -36,7 +39,7 @@ def der(
     ] = None,
     collar: Annotated[
         float,
-        typer.Option("--collar", metavar="SECONDS", help="Unscored zone around each reference boundary, its whole width (half each side, as pyannote.metrics; md-eval's -c 0.25 is --collar 0.5)."),
+        typer.Option("--collar", metavar="SECONDS", help=f"Unscored zone around each reference boundary, its whole width, 0..{MAX_COLLAR:g} (half each side, as pyannote.metrics; md-eval's -c 0.25 is --collar 0.5)."),
     ] = 0.25,
     skip_overlap: Annotated[bool, typer.Option("--skip-overlap", help="Do not score where reference speakers overlap.")] = False,
     json_out: JsonOpt = False,
@@ -49,8 +52,8 @@ def der(
     from oasr.formats.rttm import read_rttm, read_uem
     from oasr.metrics.der import diarization_error_rate
 
-    if collar < 0:
-        raise typer.BadParameter("must be >= 0", param_hint="'--collar'")
+    if not (math.isfinite(collar) and 0 <= collar <= MAX_COLLAR):
+        raise typer.BadParameter(f"must be >= 0 and at most {MAX_COLLAR:g} seconds, not {collar:g}", param_hint="'--collar'")
     reference, hypothesis = read_rttm(ref), read_rttm(hyp)
     if not reference:
         raise InputError(f"{ref}: no SPEAKER lines")

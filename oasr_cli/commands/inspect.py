@@ -18,19 +18,30 @@ What a bundle holds (architecture, size, capabilities, provenance):
 
 Which converter would read a foreign checkpoint, and why, as JSON:
   oasr inspect --json ./faster-whisper-small
+
+Read and check every tensor of a cached model (exit 1 on a problem):
+  oasr inspect --verify "$(oasr models path whisper-base)"
 """
 
 
 def inspect(
     path: Annotated[Path, typer.Argument(help="A native bundle, or a foreign checkpoint directory or file.", show_default=False)],
+    verify: Annotated[
+        bool,
+        typer.Option(
+            "--verify",
+            help="Bundles: read every tensor and check shapes against the model, finite values, the safetensors header and, in the oasr cache, the recorded sha256; exit 1 on a problem.",
+        ),
+    ] = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Show what a bundle holds, or what detection would pick for a foreign checkpoint and why."""
     from oasr.conversion.inspect import inspect as run_inspect
 
-    info = run_inspect(path)
+    info = run_inspect(path, verify=verify)
     if json_out:
         print_json(info)
+        _exit_if_unverified(info)
         return
     if info["kind"] == "bundle":
         prov = info["provenance"]
@@ -59,4 +70,15 @@ def inspect(
         for c in info["claims"]:
             lines.append(f"claim          {c['converter']} -> {c['architecture']} (specificity {c['specificity']}: {c['reason']})")
         lines.append(f"picked         {info['picked']}" if info["picked"] else f"problem        {info['problem']}")
+    if "verify" in info:
+        v = info["verify"]
+        lines.append(f"verify         {'ok' if v['ok'] else 'FAILED'}: {'; '.join(v['problems'] or v['checks'])}")
     typer.echo("\n".join(lines))
+    _exit_if_unverified(info)
+
+
+def _exit_if_unverified(info) -> None:
+    v = info.get("verify")
+    if v is not None and not v["ok"]:
+        typer.echo(f"oasr: error: {info['path']} failed verification: {'; '.join(v['problems'])}", err=True)
+        raise typer.Exit(1)

@@ -11,7 +11,7 @@ import typer
 
 from oasr.tasks import TASKS
 
-from ..options import JsonOpt, QuietOpt, Report, flag_group, new_app, reporting
+from ..options import JsonOpt, QuietOpt, Report, flag_group, model_name, new_app, reporting
 from ..output import human_size, hub_progress, interactive, print_json
 
 # The tasks oasr has built (a task joins oasr.tasks when its pipeline lands): --task takes only these.
@@ -25,7 +25,12 @@ class SourceKind(str, Enum):
 
 ModelArg = Annotated[
     str,
-    typer.Argument(help="A registry name (see oasr models list), auto, or a Hugging Face org/repo, optionally org/repo@revision.", metavar="NAME", show_default=False),
+    typer.Argument(
+        help="A registry name (see oasr models list), auto, or a Hugging Face org/repo, optionally org/repo@revision.",
+        metavar="NAME",
+        show_default=False,
+        callback=model_name,
+    ),
 ]
 TaskOpt = Annotated[Optional[Task], typer.Option("--task", "-t", help="The task the model is for; auto picks its default.")]
 SourceOpt = Annotated[

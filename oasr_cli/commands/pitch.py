@@ -15,7 +15,7 @@ from typing import Annotated, Optional
 import typer
 
 from oasr.formats.pitch import PITCH_FORMATS
-from oasr.options import PITCH_DECODERS, PITCH_FMAX, PITCH_FMIN, PitchOptions
+from oasr.options import PITCH_DECODERS, PITCH_FMAX, PITCH_FMIN, PITCH_MAX_BATCH, PITCH_MAX_HOP, PITCH_MIN_DB, PITCH_MIN_HOP, PitchOptions
 
 from ..batch import BatchFlags, Job, batch_command, flag_values, plan_outputs, run_batch
 from ..options import ModelOpt, from_flags, number_or_none, usage
@@ -48,7 +48,7 @@ A batch, one track per recording in tracks/:
 @batch_command("track")
 def pitch(
     model: ModelOpt = "auto",
-    hop: Annotated[float, typer.Option("--hop", metavar="MS", help="Milliseconds between frames (a multiple of 0.0625).", rich_help_panel=TRACKING)] = DEFAULTS.hop,
+    hop: Annotated[float, typer.Option("--hop", metavar="MS", help=f"Milliseconds between frames ({PITCH_MIN_HOP:g}..{PITCH_MAX_HOP:g}, a multiple of 0.0625).", rich_help_panel=TRACKING)] = DEFAULTS.hop,
     decoder: Annotated[
         Decoder,
         typer.Option("--decoder", help="weighted: CREPE's local average around the argmax; viterbi: torchcrepe's smoothing; argmax: the bin centre.", rich_help_panel=TRACKING),
@@ -59,9 +59,9 @@ def pitch(
         float,
         typer.Option("--voicing-threshold", metavar="P", help="A frame is voiced when its confidence reaches P (0..1); 0 keeps every frame.", rich_help_panel=TRACKING),
     ] = DEFAULTS.voicing_threshold,
-    silence_db: number_or_none("--silence-db", metavar="DB", help="Frames quieter than DB dBFS are unvoiced with confidence 0; none: no gating.", panel=TRACKING) = DEFAULTS.silence_db,
+    silence_db: number_or_none("--silence-db", metavar="DB", help=f"Frames quieter than DB dBFS ({PITCH_MIN_DB:g}..0) are unvoiced with confidence 0; none: no gating.", panel=TRACKING) = DEFAULTS.silence_db,
     batch_size: Annotated[
-        Optional[int], typer.Option("--batch-size", metavar="N", help="Frames per forward pass. Default: by model size and device.", rich_help_panel=TRACKING)
+        Optional[int], typer.Option("--batch-size", metavar="N", help=f"Frames per forward pass (1..{PITCH_MAX_BATCH}). Default: by model size and device.", rich_help_panel=TRACKING)
     ] = None,
     output_format: Annotated[
         Optional[PitchFormat],

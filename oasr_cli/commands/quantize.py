@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..options import ForceOpt, Report, reporting
+from ..options import ForceOpt, Report, model_spec, reporting
 from ..output import hub_progress, human_size, interactive, print_json
 
 
@@ -31,7 +31,7 @@ int4 from a registry name, the decoder's cross-attention kept in floating point:
 def quantize(
     src: Annotated[
         str,
-        typer.Argument(help="A native bundle, a checkpoint directory, or a registry name (as -m takes).", metavar="SRC", show_default=False),
+        typer.Argument(help="A native bundle, a checkpoint directory, or a registry name (as -m takes).", metavar="SRC", show_default=False, callback=model_spec),
     ],
     dst: Annotated[Path, typer.Argument(help="The quantized bundle to write.", metavar="DST", show_default=False)],
     scheme: Annotated[

@@ -9,13 +9,27 @@ formats ``oasr.formats``.
 from __future__ import annotations
 
 import logging
+import math
 from enum import Enum
 from typing import Annotated, Optional
 
 import typer
 
-from oasr.formats import FORMATS
-from oasr.options import SPEECH_TASKS, VAD_KINDS, TranscribeOptions, WhisperDecoding
+from oasr.formats import FORMATS, MAX_LINE_COUNT, MAX_LINE_WIDTH
+from oasr.options import (
+    MAX_BEAMS,
+    MAX_BEST_OF,
+    MAX_COMPRESSION_RATIO,
+    MAX_PATIENCE,
+    MAX_TEMPERATURE,
+    MAX_TEMPERATURES,
+    MIN_LOGPROB,
+    SPEECH_TASKS,
+    VAD_KINDS,
+    WINDOW_SECONDS,
+    TranscribeOptions,
+    WhisperDecoding,
+)
 
 from ..batch import BatchFlags, Job, batch_command, flag_values, plan_outputs, run_batch
 from ..options import LanguageOpt, ModelOpt, checked, from_flags, number_or_none, usage
@@ -79,20 +93,20 @@ def transcribe(
     model: ModelOpt = "auto",
     language: LanguageOpt = None,
     task: Annotated[Task, typer.Option("--task", help="transcribe, or translate the speech into English.", rich_help_panel=DECODING)] = Task(DEFAULTS.task),
-    beam_size: Annotated[int, typer.Option("--beam-size", help="Beams at temperature 0; 1 is greedy.", rich_help_panel=DECODING)] = DECODING_DEFAULTS.beam_size,
-    best_of: Annotated[int, typer.Option("--best-of", help="Candidates sampled at each temperature above 0.", rich_help_panel=DECODING)] = DECODING_DEFAULTS.best_of,
-    patience: Annotated[float, typer.Option("--patience", help="Beam search stops after beam-size x patience finished candidates.", rich_help_panel=DECODING)] = DECODING_DEFAULTS.patience,
+    beam_size: Annotated[int, typer.Option("--beam-size", help=f"Beams at temperature 0 (1..{MAX_BEAMS}); 1 is greedy.", rich_help_panel=DECODING)] = DECODING_DEFAULTS.beam_size,
+    best_of: Annotated[int, typer.Option("--best-of", help=f"Candidates sampled at each temperature above 0 (1..{MAX_BEST_OF}).", rich_help_panel=DECODING)] = DECODING_DEFAULTS.best_of,
+    patience: Annotated[float, typer.Option("--patience", help=f"Beam search stops after beam-size x patience finished candidates (above 0, at most {MAX_PATIENCE:g}).", rich_help_panel=DECODING)] = DECODING_DEFAULTS.patience,
     length_penalty: number_or_none("--length-penalty", metavar="ALPHA", help="Rank candidates with Google's length penalty alpha (0..1); unset: sum logprob / length.", panel=DECODING) = DECODING_DEFAULTS.length_penalty,
-    temperature: Annotated[float, typer.Option("--temperature", help="The first sampling temperature (0: beam search or greedy).", rich_help_panel=DECODING)] = DECODING_DEFAULTS.temperatures[0],
+    temperature: Annotated[float, typer.Option("--temperature", help=f"The first sampling temperature, 0..{MAX_TEMPERATURE:g} (0: beam search or greedy).", rich_help_panel=DECODING)] = DECODING_DEFAULTS.temperatures[0],
     temperature_increment_on_fallback: number_or_none(
         "--temperature-increment-on-fallback",
         metavar="STEP",
-        help="Raise the temperature by STEP (up to 1.0) while a window fails the thresholds below; 0 or none: no fallback.",
+        help=f"Raise the temperature by STEP (0..1; up to 1.0, at most {MAX_TEMPERATURES} temperatures) while a window fails the thresholds below; 0 or none: no fallback.",
         panel=DECODING,
     ) = round(DECODING_DEFAULTS.temperatures[1] - DECODING_DEFAULTS.temperatures[0], 6) if len(DECODING_DEFAULTS.temperatures) > 1 else None,
-    compression_ratio_threshold: number_or_none("--compression-ratio-threshold", metavar="RATIO", help="A window whose gzip ratio is above RATIO failed (repetitive); none: no check.", panel=DECODING) = DECODING_DEFAULTS.compression_ratio_threshold,
-    logprob_threshold: number_or_none("--logprob-threshold", metavar="LOGPROB", help="A window whose average token logprob is below LOGPROB failed; none: no check.", panel=DECODING) = DECODING_DEFAULTS.logprob_threshold,
-    no_speech_threshold: number_or_none("--no-speech-threshold", metavar="PROB", help="A window whose no-speech probability is above PROB (and logprob low) is silence; none: no check.", panel=DECODING) = DECODING_DEFAULTS.no_speech_threshold,
+    compression_ratio_threshold: number_or_none("--compression-ratio-threshold", metavar="RATIO", help=f"A window whose gzip ratio is above RATIO (above 0, at most {MAX_COMPRESSION_RATIO:g}) failed (repetitive); none: no check.", panel=DECODING) = DECODING_DEFAULTS.compression_ratio_threshold,
+    logprob_threshold: number_or_none("--logprob-threshold", metavar="LOGPROB", help=f"A window whose average token logprob is below LOGPROB ({MIN_LOGPROB:g}..0) failed; none: no check.", panel=DECODING) = DECODING_DEFAULTS.logprob_threshold,
+    no_speech_threshold: number_or_none("--no-speech-threshold", metavar="PROB", help="A window whose no-speech probability is above PROB (0..1, and logprob low) is silence; none: no check.", panel=DECODING) = DECODING_DEFAULTS.no_speech_threshold,
     condition_on_previous_text: Annotated[
         bool,
         typer.Option("--condition-on-previous-text/--no-condition-on-previous-text", help="Prompt each window with the text before it.", rich_help_panel=DECODING),
@@ -102,7 +116,7 @@ def transcribe(
     ] = DECODING_DEFAULTS.initial_prompt,
     suppress_tokens: Annotated[
         str,
-        typer.Option("--suppress-tokens", metavar="IDS", help="Comma-separated token ids never emitted; -1: the non-speech symbols; '': none.", rich_help_panel=DECODING),
+        typer.Option("--suppress-tokens", metavar="IDS", help="Comma-separated token ids never emitted (each below the model's vocabulary size); -1: the non-speech symbols; '': none.", rich_help_panel=DECODING),
     ] = ",".join(str(t) for t in DECODING_DEFAULTS.suppress_tokens),
     suppress_blank: Annotated[
         bool, typer.Option("--suppress-blank/--no-suppress-blank", help="No blank or end-of-text at the start of a window.", rich_help_panel=DECODING)
@@ -116,7 +130,7 @@ def transcribe(
         bool, typer.Option("--without-timestamps", help="Decode text only; segments then span whole 30 s windows.", rich_help_panel=TIMESTAMPS)
     ] = DECODING_DEFAULTS.without_timestamps,
     max_initial_timestamp: Annotated[
-        float, typer.Option("--max-initial-timestamp", metavar="SECONDS", help="The first timestamp of a window may not start later.", rich_help_panel=TIMESTAMPS)
+        float, typer.Option("--max-initial-timestamp", metavar="SECONDS", help=f"The first timestamp of a window may not start later (0..{WINDOW_SECONDS:g}; 0: no limit).", rich_help_panel=TIMESTAMPS)
     ] = DECODING_DEFAULTS.max_initial_timestamp,
     word_timestamps: Annotated[
         bool, typer.Option("--word-timestamps", help="Per-word times from cross-attention alignment (DTW).", rich_help_panel=TIMESTAMPS)
@@ -143,17 +157,17 @@ def transcribe(
     ] = DECODING_DEFAULTS.append_punctuations,
     hallucination_silence_threshold: Annotated[
         Optional[float],
-        typer.Option("--hallucination-silence-threshold", metavar="SECONDS", help="With --word-timestamps: skip a suspect segment surrounded by this much silence.", rich_help_panel=TIMESTAMPS),
+        typer.Option("--hallucination-silence-threshold", metavar="SECONDS", help=f"With --word-timestamps: skip a suspect segment surrounded by this much silence (above 0, at most {WINDOW_SECONDS:g}).", rich_help_panel=TIMESTAMPS),
     ] = DECODING_DEFAULTS.hallucination_silence_threshold,
     output_format: Annotated[
         Optional[list[OutputFormat]],
         typer.Option("--output-format", "-F", help=f"{', '.join(FORMATS)} or all; repeatable. Default: from -o's extension, else txt.", rich_help_panel=OUTPUT, show_default=False),
     ] = None,
     max_line_width: Annotated[
-        Optional[int], typer.Option("--max-line-width", metavar="CHARS", help="srt/vtt: at most CHARS characters per line.", rich_help_panel=OUTPUT)
+        Optional[int], typer.Option("--max-line-width", metavar="CHARS", help=f"srt/vtt: at most CHARS characters per line (1..{MAX_LINE_WIDTH}).", rich_help_panel=OUTPUT)
     ] = None,
     max_line_count: Annotated[
-        Optional[int], typer.Option("--max-line-count", metavar="LINES", help="srt/vtt: at most LINES lines per cue (needs --max-line-width).", rich_help_panel=OUTPUT)
+        Optional[int], typer.Option("--max-line-count", metavar="LINES", help=f"srt/vtt: at most LINES lines per cue (1..{MAX_LINE_COUNT}; needs --max-line-width).", rich_help_panel=OUTPUT)
     ] = None,
     highlight_words: Annotated[
         bool, typer.Option("--highlight-words", help="srt/vtt: a cue per word, the spoken word underlined (needs --word-timestamps).", rich_help_panel=OUTPUT)
@@ -205,8 +219,20 @@ def transcribe(
 
 
 def _temperatures(start: float, increment: float | None) -> tuple[float, ...]:
-    if increment is not None and increment < 0:
-        raise usage("must be positive (or 0 / none: no fallback)", "'--temperature-increment-on-fallback'")
+    """The schedule, its length checked before it is built (a step of 1e-9 would be a billion
+    temperatures); the temperatures themselves are checked by WhisperDecoding."""
+    hint = "'--temperature-increment-on-fallback'"
+    if increment is not None and not (math.isfinite(increment) and 0 <= increment <= 1):
+        raise usage(f"must be positive and at most 1 (or 0 / none: no fallback), not {increment:g}", hint)
+    if increment and math.isfinite(start) and start <= 1.0:
+        count = math.floor((1.0 - start + 1e-6) / increment) + 1
+        if count > MAX_TEMPERATURES:
+            smallest = (1.0 - start) / (MAX_TEMPERATURES - 1)
+            raise usage(
+                f"a step of {increment:g} from {start:g} to 1.0 makes {count} temperatures; at most {MAX_TEMPERATURES} "
+                f"(a step of at least {smallest:.3g})",
+                hint,
+            )
     return temperature_schedule(start, increment)
 
 

@@ -7,12 +7,12 @@ import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import torch
 
 from ..io import bundle as _bundle
-from ..errors import InputError, OasrError
+from ..errors import ConversionError, InputError, OasrError
 from ..io.files import sha256_file
 from ..models.weights import check_tensor_dtypes, check_weights, meta_model
 from .detect import check_source, pick_converter
@@ -21,6 +21,7 @@ from ..version import __version__
 log = logging.getLogger("oasr")
 
 DTYPES = ("auto", "float32", "float16", "bfloat16")
+FINITE_CHUNK = 1 << 22  # elements per isfinite pass: a 4 MB mask at most, whatever the tensor's size
 
 
 @dataclass
@@ -57,13 +58,45 @@ def destinations(sources: Sequence[Path], dst: Path) -> list[Path]:
 
 
 def check_destination(src: Path, dst: Path) -> None:
-    s, d = src.resolve(), dst.resolve()
+    """Refuse a destination that is, holds or lies inside the source: the bundle replaces DST
+    whole, so a source inside it would be deleted, and one around it would be written into."""
+    s, d = Path(src).resolve(), Path(dst).resolve()
     if d == s or s in d.parents:
         raise InputError(f"destination {dst} is inside the source {src}")
+    if d in s.parents:
+        raise InputError(
+            f"the source {src} lies inside the destination {dst}, which would be replaced whole; "
+            "move the source out or choose another destination"
+        )
     if dst.exists() and not (_bundle.is_bundle(dst) or (dst.is_dir() and not any(dst.iterdir()))):
         raise InputError(f"destination {dst} exists and is not an oasr bundle; choose another path or remove it")
     if not dst.parent.is_dir():
         raise InputError(f"the parent folder of {dst} does not exist")
+
+
+def _all_finite(t: torch.Tensor) -> bool:
+    if not t.is_contiguous():
+        return bool(torch.isfinite(t).all())
+    flat = t.view(-1)
+    return all(bool(torch.isfinite(part).all()) for part in flat.split(FINITE_CHUNK))
+
+
+def non_finite_tensors(tensors: Mapping[str, torch.Tensor] | Iterable[tuple[str, torch.Tensor]]) -> list[str]:
+    """The names of the floating tensors that hold inf or NaN, in order (integer ones cannot)."""
+    items = tensors.items() if isinstance(tensors, Mapping) else tensors
+    return [name for name, t in items if t.is_floating_point() and not _all_finite(t)]
+
+
+def describe_non_finite(bad: Sequence[str]) -> str:
+    more = f" and {len(bad) - 3} more" if len(bad) > 3 else ""
+    return f"{len(bad)} tensor(s) hold inf or NaN values ({', '.join(bad[:3])}{more})"
+
+
+def check_finite(tensors: Mapping[str, torch.Tensor], where: str) -> None:
+    """A ConversionError naming the first few tensors (and the count) that hold inf or NaN."""
+    bad = non_finite_tensors(tensors)
+    if bad:
+        raise ConversionError(f"{where}: {describe_non_finite(bad)}; the weights are corrupt, refusing them")
 
 
 def _up_to_date(dst: Path, converter: str, hashes: dict[str, str], dtype: str, source_label: str | None) -> bool:
@@ -125,6 +158,8 @@ def convert_one(
     if target != stored:
         torch_dtype = getattr(torch, target)
         tensors = {k: v.to(torch_dtype) if v.is_floating_point() else v for k, v in tensors.items()}
+    # After the cast: a corrupt source, and values too large for the target dtype, both show here.
+    check_finite(tensors, str(src))
     result.dtype = target
     result.tensors = len(tensors)
     result.parameters = sum(t.numel() for t in tensors.values())

@@ -16,10 +16,17 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import InputError
+from ..options import check_range
 from ..results import Transcript
 
 FORMATS = ("txt", "srt", "vtt", "json", "tsv", "lrc")
 SUBTITLE_FORMATS = ("srt", "vtt")  # the formats --max-line-width / --max-line-count apply to
+
+
+# Subtitle layout bounds: a line wider than 1000 characters or a cue of more than 100 lines is no
+# subtitle any player shows; the cut itself is linear in the text.
+MAX_LINE_WIDTH = 1000
+MAX_LINE_COUNT = 100
 
 
 @dataclass(frozen=True)
@@ -29,10 +36,10 @@ class WriterOptions:
     highlight_words: bool = False  # srt/vtt: one cue per word with the spoken word underlined (<u>)
 
     def __post_init__(self):
-        if self.max_line_width is not None and self.max_line_width < 1:
-            raise InputError("--max-line-width must be at least 1")
-        if self.max_line_count is not None and self.max_line_count < 1:
-            raise InputError("--max-line-count must be at least 1")
+        if self.max_line_width is not None:
+            check_range(self.max_line_width, "--max-line-width", 1, MAX_LINE_WIDTH, integer=True)
+        if self.max_line_count is not None:
+            check_range(self.max_line_count, "--max-line-count", 1, MAX_LINE_COUNT, integer=True)
         if self.max_line_count is not None and self.max_line_width is None:
             raise InputError("--max-line-count needs --max-line-width (lines are cut at that width)")
 

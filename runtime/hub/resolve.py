@@ -68,7 +68,11 @@ def _classify(spec: str | Path, task: str | None, source: str | None, architectu
             raise InputError(f"--source {source} applies to model names, not to the path {text}")
         kind = "bundle" if _cache.is_bundle_dir(path) else "path"
         return Target(kind, LOCAL, path=path, asked_architecture=architecture)
+    return _classify_name(text, task, source, architecture)
 
+
+def _classify_name(text: str, task: str | None, source: str | None, architecture: str | None = None) -> Target:
+    """What a spec that is not an existing path names: a registry name, auto, or org/repo[@rev]."""
     catalog = load_catalog()
     entry = None
     if text == "auto":
@@ -287,21 +291,69 @@ def list_models(task: str | None = None) -> list[dict[str, Any]]:
     return out
 
 
-def remove_model(spec: str) -> list[Path]:
+def remove_model(spec: str | Path) -> list[Path]:
     """Remove the converted bundles of a model from the oasr cache (never the Hugging Face cache,
-    never a native bundle used where it lies). ``spec`` is read as ``resolve_model`` reads it; a
-    name only the oasr cache still knows (its registry file gone) is removed too."""
+    never a native bundle used where it lies); the bundles removed.
+
+    Names are names: ``spec`` is a registry name, ``auto``, ``org/repo[@revision]``, or a name only
+    the oasr cache still knows (its registry file gone; letters, digits and . _ + -). A path is
+    taken only when the cache knows it: a checkpoint converted into the cache, or one of the
+    cache's own bundle folders (a native bundle elsewhere: nothing to remove). Anything else with
+    a path separator or ``..`` is an InputError, and nothing is locked or touched for it.
+    """
     root = _cache.cache_root()
+    text = str(spec).strip()
+    if not text:
+        raise InputError("no model given: pass a registry name (`oasr models list`), auto or org/repo")
+    pathlike = "/" in text or "\\" in text or text.startswith((".", "~"))
+    path = Path(text).expanduser()
+    if pathlike and path.exists():
+        return _remove_path(root, text, path)
+    if pathlike:
+        climbs = ".." in re.split(r"[/\\]", text)
+        if climbs or "\\" in text or text.startswith((".", "~", "/")) or not _REPO_SPEC.match(text):
+            raise InputError(
+                f"{text!r} is not a model name and no such path exists; `oasr models rm` takes a registry name "
+                "(`oasr models list`), auto, org/repo, or the path of a checkpoint converted into the oasr cache"
+            )
     try:
-        target = _classify(spec, None, None)
+        target = _classify_name(text, None, None)
     except InputError:
-        name = str(spec).strip()
-        if not name or "/" in name or "\\" in name or not _cache.records(root, name):
+        if not pathlike and _cache.valid_name(text) and _cache.records(root, text):
+            target = Target("cached", text)  # a name only the oasr cache still knows
+        elif not pathlike and path.exists():
+            return _remove_path(root, text, path)
+        else:
             raise
-        target = Target("cached", name)
     run = Run(root, target)
     with _cache.entry_lock(root, target.name):
         return [bundle for source in _chain(target) for bundle in source.remove(run)]
+
+
+def _remove_path(root: Path, text: str, path: Path) -> list[Path]:
+    """``oasr models rm PATH``: a bundle folder of the cache itself, or a checkpoint converted into
+    it; a native bundle elsewhere has nothing in the cache (nothing removed); any other path is
+    refused (the cache never deletes what it did not make). No lock is taken for a refused path."""
+    resolved = path.resolve()
+    bundles = (Path(root) / "bundles").resolve()
+    if resolved.parent.parent == bundles:
+        name, key = resolved.parent.name, resolved.name
+        if _cache.lookup(root, name, key) is not None:
+            with _cache.entry_lock(root, name):
+                gone = _cache.remove_entry(root, name, key)
+            return [gone] if gone is not None else []
+    target = Target("path", LOCAL, path=resolved)
+    if any(str(resolved) in record.paths for record in _cache.records(root, LOCAL)):
+        run = Run(root, target)
+        with _cache.entry_lock(root, LOCAL):
+            return [bundle for source in _chain(target) for bundle in source.remove(run)]
+    if _cache.is_bundle_dir(resolved):  # a native bundle used where it lies: the cache holds nothing of it
+        return []
+    raise InputError(
+        f"{text} is a path the oasr cache does not know (nothing in it was converted from there); "
+        "`oasr models rm` removes only the cache's own bundles: give a model name (`oasr models list`), "
+        "or delete that path yourself"
+    )
 
 
 __all__ = [

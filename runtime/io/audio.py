@@ -1,35 +1,63 @@
-"""Audio in: any file soundfile reads, other containers through ffmpeg, stdin; mono, resampled.
+"""Audio in: WAV/FLAC/Ogg/AIFF through soundfile, everything else through PyAV, stdin; mono, resampled.
 
 ``load_audio(source)`` returns mono float32 samples in [-1, 1] at 16 kHz (or ``sample_rate``):
 
-- a path that soundfile (libsndfile) decodes: WAV, FLAC, OGG/Vorbis/Opus, MP3, AIFF, ...;
-  channels are averaged and the rate is converted with soxr's band-limited HQ resampler;
-- any other container (mp4, m4a, webm, mkv, aac, ...) through the ``ffmpeg`` program when it is on
-  PATH (decoded to 32-bit float mono at the target rate on its stdout); without ffmpeg, a one-line
-  ``InputError`` saying so;
-- ``"-"``: the bytes on stdin, buffered, then decoded the same way (``load_audio_bytes``).
+- a file whose first bytes name a format libsndfile reads natively (WAV, RF64, W64, FLAC,
+  Ogg Vorbis/Opus, AIFF, AU, CAF, ...): soundfile, given the open file (so libsndfile decides
+  by content, never by the name's suffix); channels are averaged and the rate is converted with
+  soxr's band-limited HQ resampler;
+- anything else (MP3, MP4/M4A, WebM/Matroska, AAC, WMA, AMR, ...), and a file soundfile refuses:
+  PyAV (FFmpeg's libraries in a pip wheel, so no ffmpeg program is needed), decoded frame by
+  frame into one array: each frame converted to float (PyAV's ``AudioResampler``), its channels
+  averaged as above and resampled by soxr's streaming HQ resampler, so an M4A and a FLAC of the
+  same recording give the same samples; a corrupt packet is skipped, as ffmpeg skips it;
+- when PyAV cannot decode it either and an ``ffmpeg`` program is on PATH, that program is tried
+  last (a system build may carry a codec the wheel lacks);
+- ``"-"``: stdin, copied in blocks into an unnamed temporary file (never held whole in memory;
+  at most ``OASR_MAX_STDIN_MB`` megabytes, default 1024, 0 for no limit), then decoded as a file
+  named "stdin". Memory is then what the decoded samples take, as for a path.
 
-Every failure a user can cause (a missing, empty, non-audio file) is an ``InputError`` whose
-one-line message names the file.
+Every failure a user can cause (a missing, empty, non-audio, corrupt or over-long input) is an
+``InputError`` with a one-line message that names the file ("stdin" for ``-``) and the reason.
+Decoders print nothing: libsndfile never sees an MP3 (its mpg123 writes notes on stderr), and
+PyAV keeps FFmpeg's log quiet.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
+import logging
+import os
 import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 
 from ..errors import InputError
 
+log = logging.getLogger("oasr")
+
 SAMPLE_RATE = 16000
 STDIN = "-"
+STDIN_NAME = "stdin"  # what messages call "-"
+MAX_STDIN_ENV = "OASR_MAX_STDIN_MB"
+DEFAULT_MAX_STDIN_MB = 1024
+COPY_BLOCK = 1 << 20  # bytes copied from stdin at a time
 
-# Suffixes of containers libsndfile does not read; a clearer message when ffmpeg is missing.
+# First bytes of the formats libsndfile reads natively (its own detection is by content; these
+# only pick the decoder). Everything else goes to PyAV first.
+SOUNDFILE_MAGIC = (
+    b"RIFF", b"RIFX", b"RF64", b"BW64", b"riff",  # WAV, RF64, Sony Wave64
+    b"FORM",  # AIFF / AIFC / 8SVX
+    b"fLaC", b"OggS", b"caff", b".snd", b"dns.", b"NIST", b"Creative Voice File",
+)
+
+# Suffixes of containers libsndfile does not read (named in the message when nothing decodes them).
 FFMPEG_SUFFIXES = frozenset(
     {".mp4", ".m4a", ".m4b", ".mov", ".webm", ".mkv", ".mka", ".aac", ".wma", ".wmv", ".avi",
      ".3gp", ".amr", ".ac3", ".flv", ".ts", ".opus"}
@@ -44,6 +72,20 @@ def duration(samples: np.ndarray, sample_rate: int = SAMPLE_RATE) -> float:
 def ffmpeg_path() -> str | None:
     """The ``ffmpeg`` program found on PATH now, or None."""
     return shutil.which("ffmpeg")
+
+
+def max_stdin_bytes() -> int | None:
+    """The most bytes ``-`` reads from stdin (``OASR_MAX_STDIN_MB``, default 1024 MB); None: no limit."""
+    raw = os.environ.get(MAX_STDIN_ENV, "").strip()
+    if not raw:
+        return DEFAULT_MAX_STDIN_MB << 20
+    try:
+        megabytes = float(raw)
+    except ValueError:
+        megabytes = -1.0
+    if not megabytes >= 0 or megabytes == float("inf"):
+        raise InputError(f"{MAX_STDIN_ENV}={raw!r}: expected a number of megabytes (0 for no limit)")
+    return None if megabytes == 0 else max(1, int(megabytes * (1 << 20)))
 
 
 def check_audio_path(path: str | Path) -> Path:
@@ -70,61 +112,130 @@ def load_audio(source: str | Path | bytes, sample_rate: int = SAMPLE_RATE) -> np
     if isinstance(source, (bytes, bytearray, memoryview)):
         return load_audio_bytes(bytes(source), sample_rate)
     if str(source) == STDIN:
-        return load_audio_bytes(read_stdin(), sample_rate, name="stdin")
+        with spool_stdin() as file:
+            return _decode(file, STDIN_NAME, sample_rate, suffix="")
     path = check_audio_path(source)
     try:
-        data, rate = _read_soundfile(str(path))
-    except _NotSoundfile as e:
-        samples = _decode_with_ffmpeg(path, str(path), sample_rate, cause=e)
-    else:
-        samples = _to_mono(data, rate, sample_rate)
-    return _checked(samples, str(path))
+        file = open(path, "rb")
+    except OSError as e:
+        raise InputError(f"cannot read {path}: {e.strerror or e}") from e
+    with file:
+        return _decode(file, str(path), sample_rate, suffix=path.suffix, path=path)
 
 
 def load_audio_bytes(data: bytes, sample_rate: int = SAMPLE_RATE, *, name: str = "<bytes>") -> np.ndarray:
-    """Decode an encoded audio file held in memory (what ``-`` reads from stdin)."""
+    """Decode an encoded audio file held in memory."""
     if not data:
         raise InputError(f"{name} is empty (no audio bytes)")
-    try:
-        samples, rate = _read_soundfile(io.BytesIO(data))
-    except _NotSoundfile as e:
-        if ffmpeg_path() is None:
-            raise InputError(_no_ffmpeg_message(name, data[:64], "", e)) from e
-        # ffmpeg needs to seek in some containers (an mp4 with its index at the end): a temp file.
-        with tempfile.TemporaryDirectory(prefix="oasr-audio-") as tmp:
-            path = Path(tmp) / "input"
-            path.write_bytes(data)
-            mono = _decode_with_ffmpeg(path, name, sample_rate, cause=e)
-    else:
-        mono = _to_mono(samples, rate, sample_rate)
-    return _checked(mono, name)
+    return _decode(io.BytesIO(data), name, sample_rate, suffix="")
 
 
-def read_stdin() -> bytes:
-    """Every byte on stdin (binary), buffered until end of file."""
+def spool_stdin() -> BinaryIO:
+    """stdin's bytes in an unnamed temporary file (open, at its start), copied a block at a time;
+    at most ``max_stdin_bytes()`` of them, else an InputError saying how to go past the limit."""
     stream = getattr(sys.stdin, "buffer", None)
     if stream is None:  # stdin replaced by a text stream (tests, embedding)
         raise InputError("stdin is not a binary stream; pipe the audio into oasr ('-f -')")
     if sys.stdin.isatty():
         raise InputError("'-' reads audio from stdin, but stdin is a terminal; pipe a file in (oasr ... -f - < audio.wav)")
-    return stream.read()
+    limit = max_stdin_bytes()
+    spool = tempfile.TemporaryFile(prefix="oasr-stdin-")
+    try:
+        total = 0
+        while True:
+            block = stream.read(COPY_BLOCK)
+            if not block:
+                break
+            total += len(block)
+            if limit is not None and total > limit:
+                raise InputError(
+                    f"stdin holds more than {limit / (1 << 20):g} MB, the limit for audio read from a pipe "
+                    f"({MAX_STDIN_ENV}; 0 for none): pass the file by its path, or raise the limit"
+                )
+            spool.write(block)
+        if total == 0:
+            raise InputError(f"{STDIN_NAME} is empty (no audio bytes)")
+        spool.seek(0)
+    except BaseException:
+        spool.close()
+        raise
+    return spool
+
+
+def read_stdin() -> bytes:
+    """Every byte on stdin (binary), up to the ``OASR_MAX_STDIN_MB`` limit. ``load_audio("-")``
+    does not hold them in memory; this is for callers that want the bytes themselves."""
+    with spool_stdin() as file:
+        return file.read()
 
 
 # ------------------------------------------------------------------------------------------------
 
 
-class _NotSoundfile(Exception):
-    """soundfile could not decode the input (not a format libsndfile reads)."""
+class _Undecodable(Exception):
+    """A decoder could not read the input; the message is its one-line reason."""
 
 
-def _read_soundfile(file) -> tuple[np.ndarray, int]:
+def _decode(file: BinaryIO, name: str, sample_rate: int, *, suffix: str, path: Path | None = None) -> np.ndarray:
+    """Samples of the open ``file``: soundfile for its native formats, else (or when it refuses)
+    PyAV, else the ffmpeg program when there is one; an InputError with the reason when none can."""
+    head = file.read(64)
+    file.seek(0)
+    if not head:
+        raise InputError(f"{name} is empty (no audio bytes)")
+    reasons: list[str] = []
+    if head.startswith(SOUNDFILE_MAGIC):
+        try:
+            return _checked(_read_soundfile(file, sample_rate), name)
+        except _Undecodable as e:
+            reasons.append(str(e))
+            file.seek(0)
+    try:
+        return _checked(_read_pyav(path if path is not None else file, sample_rate), name)
+    except _Undecodable as e:
+        reasons.append(str(e))
+    if ffmpeg_path() is not None and not _looks_like_text(head):
+        if path is not None:
+            return _checked(_decode_with_ffmpeg(path, name, sample_rate), name)
+        file.seek(0)
+        with tempfile.TemporaryDirectory(prefix="oasr-audio-") as tmp:  # ffmpeg seeks in some containers
+            copy = Path(tmp) / "input"
+            with open(copy, "wb") as out:
+                shutil.copyfileobj(file, out, COPY_BLOCK)
+            return _checked(_decode_with_ffmpeg(copy, name, sample_rate), name)
+    raise InputError(_undecodable_message(name, head, suffix, reasons[0]))
+
+
+def _undecodable_message(name: str, head: bytes, suffix: str, reason: str) -> str:
+    if _looks_like_text(head):
+        return f"cannot decode {name}: it is a text file, not audio"
+    kind = _container(head, suffix)
+    what = f"{kind} that cannot be decoded" if kind else "not audio in a format soundfile or FFmpeg (PyAV) reads"
+    return f"cannot decode {name}: {what} ({reason})"
+
+
+def _looks_like_text(head: bytes) -> bool:
+    if not head or b"\x00" in head:
+        return False
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError:
+        try:  # a multi-byte character cut at the end of the head
+            text = head[:-3].decode("utf-8")
+        except UnicodeDecodeError:
+            return False
+    return all(c.isprintable() or c in "\t\r\n\f" for c in text)
+
+
+def _read_soundfile(file: BinaryIO, sample_rate: int) -> np.ndarray:
     import soundfile as sf
 
     try:
         data, rate = sf.read(file, dtype="float32", always_2d=True)
     except (sf.LibsndfileError, RuntimeError, TypeError, ValueError, EOFError) as e:
-        raise _NotSoundfile(_one_line(str(e))) from e
-    return data, rate
+        reason = getattr(e, "error_string", "") or str(e)
+        raise _Undecodable(_one_line(f"soundfile: {reason}") if reason else "soundfile cannot read it") from e
+    return _to_mono(data, rate, sample_rate)
 
 
 def _to_mono(data: np.ndarray, rate: int, sample_rate: int) -> np.ndarray:
@@ -136,12 +247,170 @@ def _to_mono(data: np.ndarray, rate: int, sample_rate: int) -> np.ndarray:
     return np.ascontiguousarray(mono, dtype=np.float32)
 
 
+def _read_pyav(source, sample_rate: int) -> np.ndarray:
+    """Decode the first audio stream of ``source`` (a path or a seekable binary file) with PyAV:
+    frame by frame to float, channels averaged, resampled by a streaming soxr into one array."""
+    import av
+
+    with _ffmpeg_errors() as logs:
+        return _read_pyav_logged(av, source, sample_rate, logs)
+
+
+@contextlib.contextmanager
+def _ffmpeg_errors():
+    """FFmpeg's error messages collected (for the reason a decode failed), never printed: the
+    log level is raised to errors only while this runs, then put back."""
+    import av.logging
+
+    previous = av.logging.get_level()
+    av.logging.set_level(av.logging.ERROR)
+    try:
+        with av.logging.Capture() as logs:
+            yield logs
+    finally:
+        av.logging.set_level(previous)
+
+
+def _read_pyav_logged(av, source, sample_rate: int, logs: list) -> np.ndarray:
+    try:
+        container = av.open(str(source) if isinstance(source, Path) else source, mode="r", metadata_errors="ignore")
+    except (av.FFmpegError, UnicodeDecodeError, ValueError, OSError) as e:
+        raise _Undecodable(_av_reason(e, logs)) from e
+    with container:
+        stream = next((s for s in container.streams if s.type == "audio"), None)
+        if stream is None:
+            kinds = ", ".join(sorted({s.type for s in container.streams})) or "none"
+            raise _Undecodable(f"no audio stream in the {container.format.name} container (streams: {kinds})")
+        out = _Samples(_expected_samples(container, stream, sample_rate))
+        decoder = _FrameDecoder(sample_rate)
+        skipped, last_error = 0, None
+        try:
+            for packet in container.demux(stream):
+                try:
+                    frames = packet.decode()
+                except av.error.InvalidDataError as e:  # a corrupt packet: skip it, as ffmpeg does
+                    skipped, last_error = skipped + 1, e
+                    continue
+                for frame in frames:
+                    out.extend(decoder.push(frame))
+        except (av.FFmpegError, ValueError) as e:
+            raise _Undecodable(_av_reason(e, logs)) from e
+        out.extend(decoder.finish())
+    if skipped:
+        log.warning("skipped %d corrupt packet(s) while decoding (%s)", skipped, _av_reason(last_error, logs))
+    if not len(out) and last_error is not None:
+        raise _Undecodable(_av_reason(last_error, logs))
+    return out.array()
+
+
+class _FrameDecoder:
+    """PyAV audio frames -> mono float32 at ``sample_rate``, in pieces: PyAV's resampler for the
+    sample format only (planar float, layout and rate kept), the channels' mean, soxr's HQ
+    streaming resampler for the rate."""
+
+    def __init__(self, sample_rate: int):
+        self.sample_rate = sample_rate
+        self.setup: tuple | None = None  # (format, layout, rate) of the frames seen
+        self.converter = None
+        self.resampler = None
+
+    def push(self, frame) -> list[np.ndarray]:
+        setup = (frame.format.name, frame.layout.name, frame.sample_rate)
+        pieces: list[np.ndarray] = []
+        if setup != self.setup:  # first frame, or the stream changed its format mid-way
+            pieces += self._flush(rate_changes=self.setup is None or setup[2] != self.setup[2])
+            import av
+            import soxr
+
+            self.setup = setup
+            self.converter = av.AudioResampler(format="fltp")
+            if self.resampler is None and frame.sample_rate != self.sample_rate:
+                self.resampler = soxr.ResampleStream(frame.sample_rate, self.sample_rate, 1, dtype="float32", quality="HQ")
+        for converted in self.converter.resample(frame):
+            pieces.append(self._resample(self._mono(converted)))
+        return pieces
+
+    def finish(self) -> list[np.ndarray]:
+        return self._flush(rate_changes=True)
+
+    def _flush(self, *, rate_changes: bool) -> list[np.ndarray]:
+        pieces = []
+        if self.converter is not None:
+            for converted in self.converter.resample(None):
+                pieces.append(self._resample(self._mono(converted)))
+            self.converter = None
+        if rate_changes and self.resampler is not None:
+            pieces.append(self.resampler.resample_chunk(np.zeros(0, dtype=np.float32), last=True))
+            self.resampler = None
+        return pieces
+
+    @staticmethod
+    def _mono(frame) -> np.ndarray:
+        planes = frame.to_ndarray()  # [channels, samples] float32 (planar)
+        return planes[0] if planes.shape[0] == 1 else planes.mean(axis=0, dtype=np.float32)
+
+    def _resample(self, mono: np.ndarray) -> np.ndarray:
+        mono = np.ascontiguousarray(mono, dtype=np.float32)
+        return mono if self.resampler is None else self.resampler.resample_chunk(mono)
+
+
+def _expected_samples(container, stream, sample_rate: int) -> int:
+    """Samples the decoded audio should hold, from the container's stated duration (0: unknown)."""
+    seconds = 0.0
+    if stream.duration is not None and stream.time_base is not None:
+        seconds = float(stream.duration * stream.time_base)
+    elif container.duration is not None:
+        seconds = container.duration / 1_000_000  # av.time_base
+    return max(0, int(seconds * sample_rate))
+
+
+class _Samples:
+    """A growing float32 array: preallocated from the expected length, grown by half when full,
+    so decoding never holds the pieces and their concatenation at once."""
+
+    def __init__(self, expected: int):
+        self.buffer = np.empty(max(expected + expected // 50 + 4096, 16384), dtype=np.float32)
+        self.n = 0
+
+    def __len__(self) -> int:
+        return self.n
+
+    def extend(self, pieces: list[np.ndarray]) -> None:
+        for piece in pieces:
+            end = self.n + len(piece)
+            if end > len(self.buffer):
+                grown = np.empty(max(end, len(self.buffer) * 3 // 2), dtype=np.float32)
+                grown[: self.n] = self.buffer[: self.n]
+                self.buffer = grown
+            self.buffer[self.n : end] = piece
+            self.n = end
+
+    def array(self) -> np.ndarray:
+        if self.n < len(self.buffer) * 0.9:  # much shorter than expected: do not keep the slack
+            return self.buffer[: self.n].copy()
+        return self.buffer[: self.n]
+
+
+def _av_reason(e: BaseException | None, logs: list | tuple = ()) -> str:
+    """'FFmpeg: <what its log said>: <the error>', in one line, naming no temporary file."""
+    reason = (getattr(e, "strerror", None) or str(e)) if e is not None else "no audio decoded"
+    entry = getattr(e, "log", None) or (logs[-1] if logs else None)  # (level, component, message)
+    said = _one_line(str(entry[2])) if entry and len(entry) > 2 and entry[2] else ""
+    return _one_line(f"FFmpeg: {said}: {reason}" if said and said not in reason else f"FFmpeg: {reason}")
+
+
 def _checked(samples: np.ndarray, name: str) -> np.ndarray:
     if samples.size == 0:
         raise InputError(f"{name} holds no audio samples")
-    if not np.all(np.isfinite(samples)):
+    if not all_finite(samples):
         raise InputError(f"{name} holds non-finite samples (NaN or infinity); the file is corrupt")
     return samples
+
+
+def all_finite(samples: np.ndarray) -> bool:
+    """No NaN or infinity in ``samples``, without a mask the size of the input: their float64 sum
+    is finite exactly then (float32 values cannot overflow it)."""
+    return bool(np.isfinite(np.sum(samples, dtype=np.float64)))
 
 
 def _container(head: bytes, suffix: str) -> str | None:
@@ -159,25 +428,8 @@ def _container(head: bytes, suffix: str) -> str | None:
     return None
 
 
-def _no_ffmpeg_message(name: str, head: bytes, suffix: str, cause: Exception) -> str:
-    kind = _container(head, suffix)
-    if kind is not None:
-        return (
-            f"cannot decode {name}: {kind} needs ffmpeg, which is not installed "
-            "(install ffmpeg, or convert the audio to wav, flac, ogg or mp3)"
-        )
-    return (
-        f"cannot decode {name}: not an audio format soundfile reads (wav, flac, ogg, mp3, ...) "
-        f"and ffmpeg, which reads more, is not installed ({cause})"
-    )
-
-
-def _decode_with_ffmpeg(path: Path, name: str, sample_rate: int, *, cause: Exception) -> np.ndarray:
+def _decode_with_ffmpeg(path: Path, name: str, sample_rate: int) -> np.ndarray:
     ffmpeg = ffmpeg_path()
-    if ffmpeg is None:
-        with open(path, "rb") as f:
-            head = f.read(64)
-        raise InputError(_no_ffmpeg_message(name, head, path.suffix, cause)) from cause
     cmd = [
         ffmpeg, "-nostdin", "-hide_banner", "-loglevel", "error", "-threads", "0",
         "-i", str(path), "-vn", "-f", "f32le", "-acodec", "pcm_f32le", "-ac", "1", "-ar", str(sample_rate), "-",
@@ -188,8 +440,8 @@ def _decode_with_ffmpeg(path: Path, name: str, sample_rate: int, *, cause: Excep
         raise InputError(f"cannot decode {name}: ffmpeg ({ffmpeg}) did not run: {e.strerror or e}") from e
     if proc.returncode != 0:
         lines = [line for line in proc.stderr.decode("utf-8", "replace").splitlines() if line.strip()]
-        detail = _one_line(lines[-1]) if lines else f"exit status {proc.returncode}"
-        raise InputError(f"cannot decode {name}: not audio that soundfile or ffmpeg reads (ffmpeg: {detail})") from cause
+        detail = _one_line(lines[-1]).replace(str(path), name) if lines else f"exit status {proc.returncode}"
+        raise InputError(f"cannot decode {name}: not audio that soundfile, PyAV or ffmpeg reads (ffmpeg: {detail})")
     usable = len(proc.stdout) - len(proc.stdout) % 4
     return np.frombuffer(proc.stdout[:usable], dtype="<f4").astype(np.float32)
 
@@ -199,6 +451,8 @@ def _one_line(text: str) -> str:
 
 
 __all__ = [
+    "MAX_STDIN_ENV",
+    "all_finite",
     "SAMPLE_RATE",
     "STDIN",
     "check_audio_path",
@@ -206,5 +460,7 @@ __all__ = [
     "ffmpeg_path",
     "load_audio",
     "load_audio_bytes",
+    "max_stdin_bytes",
     "read_stdin",
+    "spool_stdin",
 ]

@@ -17,7 +17,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
 from ..errors import BundleError
-from .files import atomic_directory, sha256_file
+from .files import atomic_directory, inside, name_problem, sha256_file
 from ..specs import DecodingDefaults, FeatureSpec, Provenance, TokenizerSpec
 
 CONFIG_NAME = "oasr_config.json"
@@ -110,12 +110,19 @@ def read_config(path: Path) -> BundleConfig:
         raise BundleError(f"{file} has unknown field(s): {', '.join(unknown)}")
     if not isinstance(data["model"], dict):
         raise BundleError(f"{file}: model must be an object")
+    tokenizer = TokenizerSpec.from_dict(data["tokenizer"], where=f"{file} tokenizer")
+    for name in tokenizer.files:
+        problem = name_problem(name, nested=False)
+        if problem is not None:
+            raise BundleError(
+                f"{file}: the tokenizer file {name!r} {problem}; an asset is a plain name inside {TOKENIZER_DIR}/"
+            )
     return BundleConfig(
         format_version=version,
         architecture=str(data["architecture"]),
         model=data["model"],
         dtype=str(data["dtype"]),
-        tokenizer=TokenizerSpec.from_dict(data["tokenizer"], where=f"{file} tokenizer"),
+        tokenizer=tokenizer,
         features=FeatureSpec.from_dict(data["features"], where=f"{file} features"),
         decoding=DecodingDefaults.from_dict(data["decoding"], where=f"{file} decoding"),
         provenance=Provenance.from_dict(data["provenance"], where=f"{file} provenance"),
@@ -146,8 +153,13 @@ def weights_sha256(path: Path) -> str:
 
 
 def tokenizer_files(path: Path, spec: TokenizerSpec) -> dict[str, Path]:
+    """Asset name -> file, each a plain name inside the bundle's ``tokenizer/`` (links that lead
+    out of the bundle are refused)."""
     folder = Path(path) / TOKENIZER_DIR
-    files = {name: folder / name for name in spec.files}
+    files = {
+        name: inside(folder, name, what=f"{path}: the tokenizer file", error=BundleError, nested=False, within=Path(path))
+        for name in spec.files
+    }
     absent = [n for n, p in files.items() if not p.is_file()]
     if absent:
         raise BundleError(f"{path}: tokenizer asset(s) missing: {', '.join(absent)}")
@@ -166,7 +178,8 @@ def write_bundle(
         if tokenizer_assets:
             (tmp / TOKENIZER_DIR).mkdir()
             for name, source in tokenizer_assets.items():
-                shutil.copyfile(source, tmp / TOKENIZER_DIR / name)
+                target = inside(tmp / TOKENIZER_DIR, name, what="the tokenizer file", error=BundleError, nested=False)
+                shutil.copyfile(source, target)
         save_file(
             {k: v.contiguous() for k, v in sorted(tensors.items())},
             tmp / WEIGHTS_NAME,

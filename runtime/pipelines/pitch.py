@@ -2,12 +2,20 @@
 
 The audio (resampled to 16 kHz) is zero-padded by half a frame on both sides and cut into
 1024-sample frames every ``hop`` (frame i is centred at ``i * hop``, as torchcrepe and CREPE do
-it); the frames are a strided view of the padded signal on the model's device, run through the
-network ``batch_size`` at a time. The frame-wise decoders decode each batch as it comes, so an
-hour of audio never holds its 360 activations per frame; Viterbi needs the whole sequence and
-keeps them (about 0.5 GB an hour at the 10 ms hop). A frame whose level is under ``silence_db``
-is unvoiced with confidence 0 whatever the network says: the network normalises every frame to
-unit variance, so it sees pitch in near-silence as readily as in speech.
+it); a batch of ``batch_size`` frames at a time is cut from the samples it covers (a strided view
+of that stretch on the model's device, never a padded copy of the whole file) and run through the
+network. The frame-wise decoders decode each batch as it comes, so an hour of audio never holds
+its 360 activations per frame; Viterbi needs the whole sequence and keeps them (about 0.5 GB an
+hour at the 10 ms hop).
+
+A frame whose level is under ``silence_db`` is unvoiced with confidence 0 whatever the network
+says: the network normalises every frame to unit variance, so it sees pitch in near-silence as
+readily as in speech. Such a frame is not run through the network at all: it is given the
+network's output for a silent frame (all zeros, whose normalised input is zero too), computed
+once per run. So digital silence decodes exactly as before (its frequency, the decoders' value
+for that output), any frame under the gate decodes as silence would, every decoder sees one
+well-defined observation per frame (Viterbi's path runs through the gated stretch with its
+transition limits intact), and an hour of silence costs no network time.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ import torch.nn.functional as F
 
 from ..decoding.pitch import decode
 from ..errors import InputError
+from ..io.audio import all_finite
 from ..models.crepe import FRAME, SAMPLE_RATE
 from ..loading import load_pretrained
 from ..options import PitchOptions
@@ -64,7 +73,7 @@ def pitch(
     hop = options.hop_samples
     batch = options.batch_size or _default_batch(loaded)
     with torch.inference_mode():
-        batches = frame_batches(loaded.model, samples, hop, batch, progress)
+        batches = frame_batches(loaded.model, samples, hop, batch, progress, silence_db=options.silence_db)
         if options.decoder == "viterbi":
             activation, level_db = (torch.cat(parts) for parts in zip(*batches))
             _, frequency, confidence = decode(activation, options.decoder, options.fmin, options.fmax)
@@ -91,23 +100,55 @@ def pitch(
 
 
 def frame_batches(
-    model: torch.nn.Module, samples: np.ndarray, hop: int, batch_size: int, progress: Progress | None = None
+    model: torch.nn.Module,
+    samples: np.ndarray,
+    hop: int,
+    batch_size: int,
+    progress: Progress | None = None,
+    *,
+    silence_db: float | None = None,
 ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """16 kHz samples [S] -> per batch of frames: (activations [B, 360], frame levels in dBFS [B]).
 
-    The 1 + S // hop frames are views into the padded signal on the model's device; only a batch
-    at a time is normalised and run.
+    The 1 + S // hop frames are cut a batch at a time from the samples they cover (zeros beyond
+    the ends); only that batch is normalised and run. With ``silence_db``, frames quieter than
+    it are not run: their activations are the network's output for an all-zero frame.
     """
     device = next(model.parameters()).device
-    signal = F.pad(torch.from_numpy(np.ascontiguousarray(samples, dtype=np.float32)).to(device), (FRAME // 2, FRAME // 2))
-    frames = signal.unfold(0, FRAME, hop)  # [1 + S // hop, 1024], a view
+    samples = np.asarray(samples, dtype=np.float32)
+    n_frames = 1 + len(samples) // hop
     total = len(samples) / SAMPLE_RATE
-    for start in range(0, frames.shape[0], batch_size):
-        chunk = frames[start : start + batch_size]
+    silent_activation: torch.Tensor | None = None
+    for start in range(0, n_frames, batch_size):
+        chunk = _frames(samples, start, min(batch_size, n_frames - start), hop, device)
         level = 10.0 * torch.log10(chunk.square().mean(dim=1) + LEVEL_FLOOR)
-        yield model(chunk), level
+        if silence_db is None:
+            activation = model(chunk)
+        else:
+            loud = torch.nonzero(level >= silence_db).flatten()
+            if silent_activation is None and len(loud) < len(chunk):
+                silent_activation = model(chunk.new_zeros(1, FRAME))[0]
+            if len(loud) == len(chunk):
+                activation = model(chunk)
+            else:
+                activation = silent_activation.expand(len(chunk), -1).clone()
+                if len(loud):
+                    activation[loud] = model(chunk[loud])
+        yield activation, level
         if progress is not None:
             progress(min(total, (start + len(chunk)) * hop / SAMPLE_RATE), total)
+
+
+def _frames(samples: np.ndarray, first: int, count: int, hop: int, device) -> torch.Tensor:
+    """Frames ``first .. first + count - 1`` [count, 1024] (frame i centred on sample i * hop,
+    zeros outside the audio): a view of the stretch of samples they cover."""
+    lo = first * hop - FRAME // 2
+    hi = (first + count - 1) * hop + FRAME // 2
+    stretch = np.zeros(hi - lo, dtype=np.float32)
+    a, b = max(lo, 0), min(hi, len(samples))
+    if a < b:
+        stretch[a - lo : b - lo] = samples[a:b]
+    return torch.from_numpy(stretch).to(device).unfold(0, FRAME, hop)
 
 
 def activations(model: torch.nn.Module, samples: np.ndarray, hop: int, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -131,7 +172,7 @@ def _read_audio(audio, sample_rate: int) -> tuple[np.ndarray, str]:
     samples, _ = read_audio(audio, SAMPLE_RATE)
     if samples.size == 0:
         raise InputError("the audio holds no samples")
-    if not np.all(np.isfinite(samples)):
+    if not all_finite(samples):
         raise InputError("the audio holds non-finite samples (NaN or infinity)")
     if sample_rate != SAMPLE_RATE:
         import soxr

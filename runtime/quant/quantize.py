@@ -84,15 +84,18 @@ def quantize(
 
     ``progress(step, message)`` hears the hub's steps while ``src`` is fetched or converted.
     """
-    from ..conversion.run import check_destination
+    from ..conversion.run import check_destination, check_finite
     from ..models.architectures import model_entry
     from ..models.weights import meta_model
 
     start = time.perf_counter()
     if scheme not in SCHEMES:
         raise InputError(f"unknown scheme {scheme!r}; choose one of {', '.join(SCHEMES)}")
-    bundle = source_bundle(src, progress)
     dst = Path(dst)
+    given = Path(src).expanduser()
+    if given.exists():  # a path: checked against DST before it is converted or resolved
+        check_destination(given, dst)
+    bundle = source_bundle(src, progress)
     check_destination(bundle, dst)
     cfg = _bundle.read_config(bundle)
     if cfg.quantization is not None:
@@ -125,6 +128,7 @@ def quantize(
         result.status = "skipped"
     else:
         tensors = dict(_bundle.read_tensors(bundle))
+        check_finite(tensors, f"the source bundle {bundle}")  # NaN scales would quantize it silently
         for name, layer_scheme in layers.items():
             weight = tensors.pop(f"{name}.weight")
             if layer_scheme == "int8":

@@ -47,7 +47,7 @@ def diarize(
     is called as the embedding windows advance through the audio, and once at the end.
     """
     from ..vad.silero import detect_speech
-    from .embedding import embed_segments
+    from .embedding import embed_segments, volume_gain
 
     vad_model = VAD_MODEL if vad_model is None else vad_model
     embedding_model = EMBEDDING_MODEL if embedding_model is None else embedding_model
@@ -67,9 +67,10 @@ def diarize(
         """[n, E] embeddings, a progress report (the audio time reached) every few hundred windows."""
         log.info("embedding %d window(s) of %.1f s", len(windows), options.window)
         parts = []
+        gain = volume_gain(samples) if windows else 1.0  # one level for the whole recording, measured once
         for first in range(0, len(windows), PROGRESS_WINDOWS):
             chunk = windows[first : first + PROGRESS_WINDOWS]
-            parts.append(embed_segments(samples, chunk, encoder))
+            parts.append(embed_segments(samples, chunk, encoder, gain=gain))
             if progress is not None:
                 progress(min(chunk[-1][1], duration), duration)
         return np.concatenate(parts)

@@ -35,15 +35,33 @@ DEFAULT_MIN_COVERAGE = 0.75
 _INT16_MAX = 2**15 - 1
 
 
+RMS_BLOCK = 1 << 22  # samples squared at once (float64) while measuring a recording's level
+
+
+def volume_gain(audio: np.ndarray, target_dbfs: float = TARGET_DBFS) -> float:
+    """The factor that raises (never lowers) ``audio`` to ``target_dbfs`` RMS, as Resemblyzer's
+    ``normalize_volume`` computes it; 1.0 for silence or audio already as loud. The level is
+    summed a block at a time, so a long recording is never copied whole."""
+    if audio.size == 0:
+        return 1.0
+    if audio.size <= RMS_BLOCK:
+        mean_square = float(np.mean(np.square(audio * _INT16_MAX, dtype=np.float64)))
+    else:
+        total = 0.0
+        for first in range(0, audio.size, RMS_BLOCK):
+            total += float(np.sum(np.square(audio[first : first + RMS_BLOCK] * _INT16_MAX, dtype=np.float64)))
+        mean_square = total / audio.size
+    rms = math.sqrt(mean_square)
+    if rms == 0.0:  # silence stays silence
+        return 1.0
+    change_db = target_dbfs - 20.0 * math.log10(rms / _INT16_MAX)
+    return 1.0 if change_db <= 0 else 10 ** (change_db / 20)
+
+
 def volume_normalized(audio: np.ndarray, target_dbfs: float = TARGET_DBFS) -> np.ndarray:
     """``audio`` raised (never lowered) to ``target_dbfs`` RMS, as Resemblyzer's ``normalize_volume``."""
-    rms = float(np.sqrt(np.mean(np.square(audio * _INT16_MAX, dtype=np.float64)))) if audio.size else 0.0
-    if rms == 0.0:  # silence stays silence
-        return audio
-    change_db = target_dbfs - 20.0 * math.log10(rms / _INT16_MAX)
-    if change_db <= 0:
-        return audio
-    return (audio * 10 ** (change_db / 20)).astype(np.float32)
+    gain = volume_gain(audio, target_dbfs)
+    return audio if gain == 1.0 else (audio * gain).astype(np.float32)
 
 
 def partial_starts(
@@ -95,18 +113,23 @@ def embed_segments(
     normalize_volume: bool = True,
     rate: float = DEFAULT_RATE,
     min_coverage: float = DEFAULT_MIN_COVERAGE,
+    gain: float | None = None,
 ) -> np.ndarray:
     """audio [samples] 16 kHz mono float32, n (start_s, end_s) windows -> [n, E] L2-normalised embeddings.
 
-    ``normalize_volume`` applies one gain to the whole ``audio`` (see the module notes). Windows
-    reaching past the end of ``audio`` are cut there; a window must have ``0 <= start < end``.
+    ``normalize_volume`` applies one gain to the whole ``audio`` (see the module notes), to the
+    samples of each batch as it is cut (the recording is never copied whole); ``gain``: that
+    factor when the caller has it already (``volume_gain(audio)``, for many calls on one file).
+    Windows reaching past the end of ``audio`` are cut there; a window must have ``0 <= start < end``.
     """
     loaded = load_pretrained(model, task="speaker-embedding")
     encoder, spec = loaded.model, loaded.feature_spec
     partial_frames = loaded.config.partial_frames
     audio = _mono(audio)
-    if normalize_volume:
-        audio = volume_normalized(audio)
+    if not normalize_volume:
+        gain = 1.0
+    elif gain is None:
+        gain = volume_gain(audio)
     sr, hop, n_fft = spec.sample_rate, spec.hop_length, spec.n_fft
     if sr != 16000:
         raise InputError(f"the GE2E front end expects 16 kHz audio, the model says {sr} Hz")
@@ -138,7 +161,7 @@ def embed_segments(
             for row, (a, b, s) in enumerate(spans[first : first + batch_size]):
                 lo, hi = max(s, a), min(s + span, b)
                 if lo < hi:
-                    batch[row, lo - s : hi - s] = audio[lo:hi]
+                    batch[row, lo - s : hi - s] = audio[lo:hi] if gain == 1.0 else audio[lo:hi] * gain
             mels = power_mel_frames(torch.from_numpy(batch).to(device), spec)
             partials.append(encoder(mels.to(dtype)).float().cpu())
         embeds = torch.zeros(len(segments), loaded.config.embedding_size)

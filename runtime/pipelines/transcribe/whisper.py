@@ -1,6 +1,7 @@
 """The ``whisper_seq2seq`` engine: long-form Whisper transcription, as openai-whisper's ``transcribe`` does it.
 
-Sequential 30-second windows over the log-mel of the whole file; each window is encoded once,
+Sequential 30-second windows over the log-mel of the whole file (computed a window at a time,
+with the whole file's values); each window is encoded once,
 decoded with temperature fallback (compression ratio and log-probability thresholds), and the
 next window starts at the last complete segment's end timestamp. Windows the model calls silent
 (no-speech probability) are skipped, and so, without decoding, are windows of pure silence.
@@ -42,6 +43,7 @@ class Engine:
         self.options = options
         self.decoding: WhisperDecoding = options.decoding_for(WhisperDecoding.family, WhisperDecoding())
         self.tokenizer = _check_capabilities(loaded, options)
+        _check_suppress_tokens(loaded, self.decoding)
 
     def run(self, samples, speech_map, duration, progress) -> EngineOutput:
         run = _LongForm(self.loaded, self.tokenizer, self.options, self.decoding, speech_map, duration, progress)
@@ -63,6 +65,17 @@ def _check_capabilities(loaded, options: TranscribeOptions):
     elif options.language is not None:
         tokenizer.language_token(options.language)  # an unknown code fails here, before any work
     return tokenizer
+
+
+def _check_suppress_tokens(loaded, decoding: WhisperDecoding) -> None:
+    """Token ids to suppress must lie in the model's vocabulary (the options know only >= -1)."""
+    n_vocab = loaded.model.config.n_vocab
+    outside = [t for t in decoding.suppress_tokens if t >= n_vocab]
+    if outside:
+        raise CapabilityError(
+            f"--suppress-tokens {', '.join(map(str, outside[:3]))}{' ...' if len(outside) > 3 else ''}: this model's "
+            f"vocabulary has {n_vocab} tokens (ids 0..{n_vocab - 1}; -1 stands for the non-speech symbols)"
+        )
 
 
 # -- the long-form loop -----------------------------------------------------------------------
@@ -128,8 +141,32 @@ class _LongForm:
             t = self.speech_map.to_original(t)
         self.progress(min(t, self.duration), self.duration)
 
-    def _encode(self, mel: torch.Tensor, seek: int, size: int) -> tuple[torch.Tensor, torch.Tensor]:
-        window = F.pad(mel[:, seek : seek + size], (0, self.n_frames - size))
+    def _features(self, audio: torch.Tensor):
+        """``mel(seek, size)``: log-mel frames ``seek .. seek + size - 1`` of ``audio`` followed by
+        30 s of zeros, as openai frames and clamps the whole padded file (``log_mel_spectrogram``
+        of the whole file, then sliced). The built-in front end computes only the window asked
+        for, with the file's largest value (found in blocks when the first window is decoded) as
+        the clamp's reference, so memory does not grow with the file; another front end (an
+        ``oasr.features`` plugin) is run over the whole file once."""
+        from ...features import feature_extractor
+        from ...features.logmel import log_mel_reference, log_mel_spectrogram
+
+        extract = feature_extractor(self.spec)
+        padding = self.n_frames * self.hop  # + 30 s of zeros, as openai
+        if extract is not log_mel_spectrogram:
+            whole = extract(audio, self.spec, padding=padding)
+            return lambda seek, size: whole[:, seek : seek + size]
+        reference: list[torch.Tensor] = []
+
+        def mel(seek: int, size: int) -> torch.Tensor:
+            if not reference:
+                reference.append(log_mel_reference(audio, self.spec, padding))
+            return log_mel_spectrogram(audio, self.spec, padding, frames=(seek, size), reference=reference[0])
+
+        return mel
+
+    def _encode(self, mel, seek: int, size: int) -> tuple[torch.Tensor, torch.Tensor]:
+        window = F.pad(mel(seek, size), (0, self.n_frames - size))
         window = window.to(self.dtype)
         return window, self.model.embed_audio(window[None])
 
@@ -145,13 +182,10 @@ class _LongForm:
         return guess.language, guess.probability
 
     def __call__(self, samples: np.ndarray) -> tuple[list[Segment], str, float | None]:
-        from ...features import feature_extractor
-
         o, d = self.options, self.decoding
-        n_samples = self.n_frames * self.hop
         audio = torch.from_numpy(samples).to(self.device)
-        mel = feature_extractor(self.spec)(audio, self.spec, padding=n_samples)  # + 30 s of zeros, as openai
-        content_frames = mel.shape[-1] - self.n_frames
+        mel = self._features(audio)  # one window at a time
+        content_frames = len(samples) // self.hop  # the padded file's frames less the 30 s of zeros
         self.content_frames, self.content_duration = content_frames, self._seconds(content_frames)
         # Detected on the first window that is decoded; "" when there is none to detect it on.
         language = o.language or (None if self.tokenizer.multilingual else "en")

@@ -28,15 +28,24 @@ class EnergyVadOptions:
     pad_seconds: float = 0.2  # kept on each side of every region
 
 
+LEVEL_BLOCK = 1 << 20  # samples squared at once: the levels of a long file need no copy of it
+
+
 def frame_levels_db(audio: np.ndarray, frame: int) -> np.ndarray:
-    """RMS of consecutive ``frame``-sample frames in dBFS (the last partial frame included)."""
+    """RMS of consecutive ``frame``-sample frames in dBFS (the last partial frame included,
+    zero-padded), computed a block of frames at a time."""
     audio = np.asarray(audio, dtype=np.float32)
     if audio.size == 0:
         return np.zeros(0, dtype=np.float32)
-    pad = (-audio.size) % frame
-    if pad:
-        audio = np.pad(audio, (0, pad))
-    power = np.square(audio.reshape(-1, frame), dtype=np.float32).mean(axis=1)
+    n = -(-audio.size // frame)
+    power = np.empty(n, dtype=np.float32)
+    step = max(1, LEVEL_BLOCK // frame)
+    for first in range(0, n, step):
+        block = audio[first * frame : (first + step) * frame]
+        pad = (-block.size) % frame
+        if pad:
+            block = np.pad(block, (0, pad))
+        power[first : first + step] = np.square(block.reshape(-1, frame), dtype=np.float32).mean(axis=1)
     return 10.0 * np.log10(power + 1e-12)
 
 

@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from ...errors import InputError
 from ...options import VadOptions, validate_vad_options
@@ -38,16 +37,21 @@ def speech_probabilities(audio: np.ndarray, model: Any = "silero-vad") -> np.nda
     if n == 0:
         return np.zeros(0, dtype=np.float32)
     param = next(vad.parameters())
-    samples = torch.from_numpy(audio).to(param.device, param.dtype)
-    # Each chunk is read with the `context` samples before it (zeros before the start).
-    samples = F.pad(samples, (context, n * chunk - audio.size))
-    chunks = samples.unfold(0, chunk + context, chunk)  # [n, context + chunk], a view
     probs, state = [], None
     # One thread: the LSTM steps one 128-wide vector at a time, where a second thread only adds
     # barrier waits (and spins against any other busy process).
     with torch.inference_mode(), torch_single_threaded():
         for first in range(0, n, BLOCK_CHUNKS):
-            p, state = vad(chunks[None, first : first + BLOCK_CHUNKS], state)
+            count = min(BLOCK_CHUNKS, n - first)
+            # Each chunk is read with the `context` samples before it (zeros before the start and
+            # after the end); a block's stretch is copied, never the whole file.
+            lo, hi = first * chunk - context, (first + count) * chunk
+            stretch = np.zeros(hi - lo, dtype=np.float32)
+            a, b = max(lo, 0), min(hi, audio.size)
+            stretch[a - lo : b - lo] = audio[a:b]
+            block = torch.from_numpy(stretch).to(param.device, param.dtype)
+            chunks = block.unfold(0, chunk + context, chunk)  # [count, context + chunk], a view
+            p, state = vad(chunks[None], state)
             probs.append(p[0].float().cpu())
     return torch.cat(probs).numpy()
 
