@@ -150,7 +150,10 @@ def _read_model_bin(path: Path) -> tuple[str, dict[str, torch.Tensor]]:
         if pos % dtype.itemsize:
             t = t.clone()  # unaligned data is copied once rather than used in place
             _release(buf, pos, nbytes)
-        raw[name] = t.reshape(shape)
+        try:
+            raw[name] = t.reshape(shape)
+        except RuntimeError as e:  # an empty tensor with dims whose strides overflow
+            raise ConversionError(f"{path}: {name} has shape {list(shape)}: the header is corrupt") from e
         pos += nbytes
     (n_alias,) = take("<I")
     for _ in range(n_alias):
@@ -341,7 +344,18 @@ class CTranslate2WhisperConverter(CheckpointConverter):
         return config
 
     def load_state_dict(self):
-        return dict(self._variables)
+        variables = dict(self._variables)
+        file = self.path / "model.bin"
+        for name, t in variables.items():
+            if name.startswith(_SCALARS):
+                continue
+            # Weights are floating once dequantised: an integer one lost its *_scale (and would
+            # reach the model as raw integers); none may be a scalar (a fused QKV is split along dim 0).
+            if not t.is_floating_point():
+                raise ConversionError(f"{file}: {name} holds {t.dtype} values and no {name}_scale")
+            if t.dim() == 0:
+                raise ConversionError(f"{file}: {name} is a scalar, not a weight")
+        return variables
 
     def build_specs(self, config):
         files = {n: self.path / n for n in _TOKENIZER_NAMES if (self.path / n).is_file()}

@@ -324,8 +324,9 @@ class _Batch:
             if debug_enabled():
                 traceback.print_exception(exc, file=sys.stderr)
             message = " ".join(str(exc).split()) or type(exc).__name__
-            if src not in message:
-                message = f"{src}: {message}"
+            label = "stdin" if src == DASH else src
+            if label not in message:
+                message = f"{label}: {message}"
             print(f"oasr: error: {message}", file=sys.stderr)
         else:
             report(exc)  # "internal error: ..." with the OASR_DEBUG hint

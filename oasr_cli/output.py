@@ -21,13 +21,29 @@ def interactive(quiet: bool) -> bool:
     return not quiet and use_color(sys.stderr)
 
 
+class _StderrHandler(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is when a record is emitted, so a library log line after
+    an in-process run (tests, an embedding program) never goes to a stream that was closed."""
+
+    def __init__(self):
+        super().__init__(sys.stderr)
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value):
+        pass
+
+
 def setup_logging(quiet: bool = False, verbose: bool = False) -> None:
     """Route the library's ``oasr`` logger to stderr as ``oasr: warning: ...`` lines."""
     logger = logging.getLogger("oasr")
     for handler in list(logger.handlers):
         if getattr(handler, "_oasr_cli", False):
             logger.removeHandler(handler)
-    handler = logging.StreamHandler(sys.stderr)
+    handler = _StderrHandler()
     handler._oasr_cli = True  # type: ignore[attr-defined]
     handler.setFormatter(logging.Formatter("oasr: %(levelname)s: %(message)s"))
     logger.addHandler(handler)

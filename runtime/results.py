@@ -81,7 +81,7 @@ class PitchTrack:
     """F0 per frame of one file; frame i is centred at ``times[i]`` (``i * hop``) seconds."""
 
     times: tuple[float, ...]  # seconds
-    frequency: tuple[float, ...]  # Hz, the decoded F0 of every frame, voiced or not
+    frequency: tuple[float, ...]  # Hz, the decoded F0 of every frame, voiced or not (a frame under the silence gate: that of a silent frame)
     confidence: tuple[float, ...]  # 0..1: the decoded bin's activation (0 where silence gating applied)
     voiced: tuple[bool, ...]  # confidence >= the voicing threshold, and not silent
     hop: float  # seconds between frames

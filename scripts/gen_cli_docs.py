@@ -63,6 +63,7 @@ ENVIRONMENT: tuple[tuple[str, str], ...] = (
     ("OASR_CATALOG", "Extra model registry files (YAML), separated like PATH, added to the built-in registry."),
     ("HF_HUB_OFFLINE", "Set to 1 to never reach the Hugging Face hub; its local cache is still used."),
     ("HF_HOME", "Where the Hugging Face cache lives (read through huggingface_hub)."),
+    ("OASR_MAX_STDIN_MB", "The most megabytes '-' reads from stdin (default 1024; 0: no limit). Stdin is copied to a temporary file in TMPDIR, not held in memory."),
 )
 
 

@@ -272,12 +272,36 @@ def test_torchscript_view_larger_than_its_storage_is_refused(tmp_path):
         read_torchscript_tensors(archive)
 
 
+def test_zip_size_check_refuses_a_torch_checkpoint_bomb(tmp_path):
+    """check_zip_sizes, for torch.load's callers: data.pkl padded to 64 MiB and deflated to 64 KiB
+    (torch.load would inflate it whole, twice over) is refused from its header; real files pass."""
+    from oasr.io.torchscript import check_zip_sizes
+
+    plain = tmp_path / "plain.pt"
+    torch.save({"w": torch.zeros(4)}, plain)
+    with zipfile.ZipFile(plain) as z:
+        name = next(n for n in z.namelist() if n.endswith("/data.pkl"))
+        pkl = z.read(name)
+    bomb = rewrite_zip(plain, tmp_path / "bomb.pt", {name: pkl + bytes(64 * MiB)}, deflate=True)
+    with traced_peak() as peak, pytest.raises(ConversionError, match="zip bomb"):
+        check_zip_sizes(bomb)
+    assert peak[0] < 2 * MiB
+    check_zip_sizes(plain)
+    legacy = tmp_path / "legacy.pt"
+    torch.save({"w": torch.zeros(4)}, legacy, _use_new_zipfile_serialization=False)
+    check_zip_sizes(legacy)  # not a zip: nothing to check
+    check_zip_sizes(scripted_archive(tmp_path / "m.jit", w=torch.ones(3)))
+
+
 def test_real_silero_archive_still_reads(tmp_path):
     silero = pytest.importorskip("silero_vad")
     from oasr.io.torchscript import read_torchscript_tensors
 
-    tensors = read_torchscript_tensors(Path(silero.__file__).parent / "data" / "silero_vad.jit")
-    assert "_model.decoder.rnn.weight_hh" in tensors
+    from oasr.io.torchscript import check_zip_sizes
+
+    archive = Path(silero.__file__).parent / "data" / "silero_vad.jit"  # some members are deflated
+    check_zip_sizes(archive)
+    assert "_model.decoder.rnn.weight_hh" in read_torchscript_tensors(archive)
 
 
 # -- item 9: corrupt input is the domain error for its cause ------------------------------------------
@@ -331,6 +355,11 @@ CT2_CASES = {
             "encoder__layer_0__ffn__linear_0__weight_scale": torch.ones(7),
         },
     ),
+    "int8 weight without its scale": lambda p: _ct2_with(
+        p, encoder__layer_0__ffn__linear_0__weight=torch.zeros(128, 32, dtype=torch.int8)
+    ),
+    # the fused QKV split along dim 0 (tensor_map._split) has no dim 0
+    "fused weight a scalar": lambda p: _ct2_with(p, encoder__layer_0__self_attention__linear_0__weight=torch.tensor(1.0)),
     "config.json a list": lambda p: write_ct2(p / "src", config="[1, 2]"),
     "suppress_ids not ids": lambda p: write_ct2(p / "src", config=json.dumps({"suppress_ids": "all"})),
     "alignment_heads not pairs": lambda p: write_ct2(p / "src", config=json.dumps({"alignment_heads": [[0, 1, 2]]})),
@@ -521,3 +550,24 @@ def test_full_disk_while_writing_is_one_line(tmp_path, cli, monkeypatch):
     assert "No space left on device" in line
     assert not (tmp_path / "dst").exists()
     assert [p.name for p in tmp_path.iterdir()] == ["src"]
+
+
+def test_batch_convert_of_only_bad_sources_leaves_no_destination(tmp_path, cli):
+    """Every source bad: DST, made for the batch, is taken away again (runtime/conversion/run.py)."""
+    a = _corrupt_ct2_name(tmp_path / "x").rename(tmp_path / "a")
+    b = _corrupt_ct2_name(tmp_path / "y").rename(tmp_path / "b")
+    code, _, err = cli("convert", a, b, tmp_path / "dst")
+    assert code == 1 and "internal error" not in err
+    assert not (tmp_path / "dst").exists()
+
+
+def test_rttm_and_uem_readers_refuse_odd_paths_and_overflowing_turns():
+    """A NUL in a path was a ValueError; a turn ending past float range was accepted as inf."""
+    from oasr.errors import InputError
+    from oasr.formats.rttm import read_rttm, read_uem
+
+    for read in (read_rttm, read_uem):
+        with pytest.raises(InputError):
+            read("ref\0.rttm")
+    with pytest.raises(InputError, match="overflows"):
+        read_rttm("SPEAKER f 1 1e308 1.7e308 <NA> <NA> spk <NA> <NA>\n")

@@ -17,7 +17,7 @@ import typer
 from oasr.formats.pitch import PITCH_FORMATS
 from oasr.options import PITCH_DECODERS, PITCH_FMAX, PITCH_FMIN, PITCH_MAX_BATCH, PITCH_MAX_HOP, PITCH_MIN_DB, PITCH_MIN_HOP, PitchOptions
 
-from ..batch import BatchFlags, Job, batch_command, flag_values, plan_outputs, run_batch
+from ..batch import BatchFlags, Job, batch_command, check_output_path, flag_values, plan_outputs, run_batch, write_output
 from ..options import ModelOpt, from_flags, number_or_none, usage
 
 log = logging.getLogger("oasr")
@@ -90,6 +90,7 @@ def pitch(
         from oasr.formats.pitch_plot import require_matplotlib
 
         require_matplotlib()  # before any work: a missing extra is one line, exit 1
+        check_output_path(plot)
 
     def run(models, samples, progress):
         import oasr
@@ -97,9 +98,8 @@ def pitch(
         track = oasr.pitch(samples, models[0], options, device=flags.device, dtype=flags.dtype, progress=progress)
         if plot is not None:
             from oasr.formats.pitch_plot import plot_png
-            from oasr.io.files import atomic_write_bytes
 
-            atomic_write_bytes(plot, plot_png(track, samples))
+            write_output(plot, plot_png(track, samples))
             log.info("wrote %s", plot)
         return track
 

@@ -217,19 +217,28 @@ def convert(
             raise InputError(f"with several sources, {dst} must be a directory")
         if _bundle.is_bundle(dst):
             raise InputError(f"with several sources, {dst} must be a directory of bundles, not a bundle")
-        if not dry_run:
-            dst.mkdir(parents=True, exist_ok=True)
+    created: list[Path] = []
+    if len(sources) > 1 and not dry_run:
+        from ..io.files import make_parents
+
+        created = make_parents(dst / "bundle")  # DST and its missing parents, taken away again if nothing lands
     results = []
-    for src, out in zip(sources, destinations(sources, dst)):
-        try:
-            result = convert_one(
-                src, out, architecture=architecture, dtype=dtype, force=force, dry_run=dry_run, source_label=source_label
-            )
-        except OasrError as e:
-            if len(sources) == 1 or fail_fast:
-                raise
-            result = ConvertResult(source=str(src), destination=str(out), status="failed", error=str(e))
-        results.append(result)
-        if on_result is not None:
-            on_result(result)
+    try:
+        for src, out in zip(sources, destinations(sources, dst)):
+            try:
+                result = convert_one(
+                    src, out, architecture=architecture, dtype=dtype, force=force, dry_run=dry_run, source_label=source_label
+                )
+            except OasrError as e:
+                if len(sources) == 1 or fail_fast:
+                    raise
+                result = ConvertResult(source=str(src), destination=str(out), status="failed", error=str(e))
+            results.append(result)
+            if on_result is not None:
+                on_result(result)
+    finally:
+        if created:
+            from ..io.files import remove_empty
+
+            remove_empty(created)  # only while empty: a folder that received a bundle stays
     return results

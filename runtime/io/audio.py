@@ -15,7 +15,8 @@
   last (a system build may carry a codec the wheel lacks);
 - ``"-"``: stdin, copied in blocks into an unnamed temporary file (never held whole in memory;
   at most ``OASR_MAX_STDIN_MB`` megabytes, default 1024, 0 for no limit), then decoded as a file
-  named "stdin". Memory is then what the decoded samples take, as for a path.
+  named "stdin". Memory is then what the decoded samples take, as for a path. A path that cannot
+  seek (a FIFO, ``/dev/stdin``, a shell's ``<(...)``) is read the same way.
 
 Every failure a user can cause (a missing, empty, non-audio, corrupt or over-long input) is an
 ``InputError`` with a one-line message that names the file ("stdin" for ``-``) and the reason.
@@ -120,6 +121,9 @@ def load_audio(source: str | Path | bytes, sample_rate: int = SAMPLE_RATE) -> np
     except OSError as e:
         raise InputError(f"cannot read {path}: {e.strerror or e}") from e
     with file:
+        if not file.seekable():  # a FIFO, /dev/stdin, a shell's <(...): read like stdin
+            with _spool(file, str(path)) as copy:
+                return _decode(copy, str(path), sample_rate, suffix=path.suffix)
         return _decode(file, str(path), sample_rate, suffix=path.suffix, path=path)
 
 
@@ -138,23 +142,31 @@ def spool_stdin() -> BinaryIO:
         raise InputError("stdin is not a binary stream; pipe the audio into oasr ('-f -')")
     if sys.stdin.isatty():
         raise InputError("'-' reads audio from stdin, but stdin is a terminal; pipe a file in (oasr ... -f - < audio.wav)")
+    return _spool(stream, STDIN_NAME)
+
+
+def _spool(stream: BinaryIO, name: str) -> BinaryIO:
+    """The bytes of a stream that cannot seek (a pipe) in an unnamed temporary file, at its start."""
     limit = max_stdin_bytes()
     spool = tempfile.TemporaryFile(prefix="oasr-stdin-")
     try:
         total = 0
         while True:
-            block = stream.read(COPY_BLOCK)
+            try:
+                block = stream.read(COPY_BLOCK)
+            except OSError as e:
+                raise InputError(f"cannot read {name}: {e.strerror or e}") from e
             if not block:
                 break
             total += len(block)
             if limit is not None and total > limit:
                 raise InputError(
-                    f"stdin holds more than {limit / (1 << 20):g} MB, the limit for audio read from a pipe "
+                    f"{name} holds more than {limit / (1 << 20):g} MB, the limit for audio read from a pipe "
                     f"({MAX_STDIN_ENV}; 0 for none): pass the file by its path, or raise the limit"
                 )
             spool.write(block)
         if total == 0:
-            raise InputError(f"{STDIN_NAME} is empty (no audio bytes)")
+            raise InputError(f"{name} is empty (no audio bytes)")
         spool.seek(0)
     except BaseException:
         spool.close()
@@ -250,8 +262,10 @@ def _to_mono(data: np.ndarray, rate: int, sample_rate: int) -> np.ndarray:
 def _read_pyav(source, sample_rate: int) -> np.ndarray:
     """Decode the first audio stream of ``source`` (a path or a seekable binary file) with PyAV:
     frame by frame to float, channels averaged, resampled by a streaming soxr into one array."""
-    import av
-
+    try:
+        import av
+    except ImportError as e:  # a declared dependency; a broken install still gets one line
+        raise _Undecodable(f"PyAV, which decodes it, does not import ({e}; pip install av)") from e
     with _ffmpeg_errors() as logs:
         return _read_pyav_logged(av, source, sample_rate, logs)
 
@@ -410,7 +424,8 @@ def _checked(samples: np.ndarray, name: str) -> np.ndarray:
 def all_finite(samples: np.ndarray) -> bool:
     """No NaN or infinity in ``samples``, without a mask the size of the input: their float64 sum
     is finite exactly then (float32 values cannot overflow it)."""
-    return bool(np.isfinite(np.sum(samples, dtype=np.float64)))
+    with np.errstate(invalid="ignore", over="ignore"):  # inf + -inf is NaN: no warning for it
+        return bool(np.isfinite(np.sum(samples, dtype=np.float64)))
 
 
 def _container(head: bytes, suffix: str) -> str | None:

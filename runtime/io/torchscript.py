@@ -11,7 +11,8 @@ Sizes are checked before bytes are read: a storage member must declare exactly t
 tensor needs, no member may inflate more than ``MAX_RATIO`` times its stored size (torch stores
 members uncompressed; a higher ratio is a zip bomb), and all members together may not inflate
 past ``MAX_RATIO`` times the archive's size. Members are then read with that limit, so a header
-that lies cannot make the reader hold more.
+that lies cannot make the reader hold more. ``check_zip_sizes`` applies the same limits to any
+zip (torch.save checkpoints are zips too) before another reader opens it.
 """
 
 from __future__ import annotations
@@ -92,7 +93,16 @@ class _Members:
             info = self.archive.getinfo(name)
         except KeyError:
             raise ConversionError(f"{self.where} lacks the member {name}") from None
-        declared = info.file_size
+        self.check(info, expected, limit)
+        with self.archive.open(info) as f:
+            data = f.read(info.file_size)  # zipfile never yields more than the declared size
+        if len(data) != info.file_size:
+            raise ConversionError(f"{self.where}: member {name} holds {len(data)} bytes, not the {info.file_size} it declares")
+        return data
+
+    def check(self, info: zipfile.ZipInfo, expected: int | None = None, limit: int | None = None) -> None:
+        """Refuse ``info`` by its declared size (and count it against the budget), before reading."""
+        name, declared = info.filename, info.file_size
         if expected is not None and declared != expected:
             raise ConversionError(f"{self.where}: member {name} declares {declared} bytes; its tensor needs {expected}")
         if limit is not None and declared > limit:
@@ -108,11 +118,6 @@ class _Members:
                 "refusing it as a zip bomb"
             )
         self.spent += declared
-        with self.archive.open(info) as f:
-            data = f.read(declared)  # zipfile never yields more than the declared size
-        if len(data) != declared:
-            raise ConversionError(f"{self.where}: member {name} holds {len(data)} bytes, not the {declared} it declares")
-        return data
 
 
 class _DataUnpickler(pickle.Unpickler):
@@ -175,6 +180,23 @@ class _DataUnpickler(pickle.Unpickler):
                     f"{self.where}: a tensor of size {list(size)} reaches past its storage of {storage.numel()} values"
                 )
         return storage.as_strided(size, stride, offset)
+
+
+def check_zip_sizes(path: Path) -> None:
+    """Refuse a zip archive (a TorchScript file, a torch.save checkpoint) whose members declare
+    sizes no honest archive has, before anything is read: a member inflating more than
+    ``MAX_RATIO`` times its stored bytes (beyond ``SMALL_MEMBER``), or members together declaring
+    more than ``MAX_RATIO`` times the archive's size. torch.load reads each record's declared
+    size into memory whole, so a 1 MB file could otherwise cost gigabytes. Not a zip: no-op."""
+    try:
+        if not zipfile.is_zipfile(path):
+            return
+        with zipfile.ZipFile(path) as archive:
+            members = _Members(archive, str(path), Path(path).stat().st_size)
+            for info in archive.infolist():
+                members.check(info)
+    except _ZIP_ERRORS:
+        return  # not readable as a zip (a legacy torch file can look like one): its reader decides
 
 
 def _archive_prefix(archive: zipfile.ZipFile) -> str:

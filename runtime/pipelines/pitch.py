@@ -27,7 +27,6 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from ..decoding.pitch import decode
 from ..errors import InputError
