@@ -16,6 +16,7 @@ from oasr.errors import ConversionError
 from oasr.models.whisper import WhisperConfig, whisper_specs
 from oasr.conversion.tensor_map import TensorTable
 from oasr.tokenizers.whisper import find_tokenizer_assets
+from oasr_converters.openai_whisper import check_whisper_config
 
 _ATTN = {"q_proj": "query", "k_proj": "key", "v_proj": "value", "out_proj": "out"}
 _LAYER = {
@@ -73,13 +74,13 @@ class HFWhisperConverter(CheckpointConverter):
             return None
         try:
             model_type = json.loads(config.read_text(encoding="utf-8")).get("model_type")
-        except (ValueError, UnicodeDecodeError, AttributeError):
+        except (ValueError, UnicodeDecodeError, AttributeError, RecursionError, OSError):
             return None
         return "config.json: model_type=whisper" if model_type == "whisper" else None
 
     @functools.cached_property
     def _config(self) -> dict:
-        return json.loads((self.path / "config.json").read_text(encoding="utf-8"))
+        return _json_object(self.path / "config.json")
 
     @functools.cached_property
     def _weight_files(self) -> list[Path]:
@@ -99,13 +100,18 @@ class HFWhisperConverter(CheckpointConverter):
 
     def build_config(self) -> WhisperConfig:
         c = self._config
+        dims = ("d_model", "num_mel_bins", "max_source_positions", "encoder_attention_heads", "encoder_layers",
+                "vocab_size", "max_target_positions", "decoder_attention_heads", "decoder_layers")
+        for key in dims:
+            if key in c and (not isinstance(c[key], int) or isinstance(c[key], bool)):
+                raise ConversionError(f"{self.path}/config.json: {key} is {c[key]!r}, not an integer")
         try:
             d_model = int(c["d_model"])
             if int(c.get("encoder_ffn_dim", 4 * d_model)) != 4 * d_model or int(c.get("decoder_ffn_dim", 4 * d_model)) != 4 * d_model:
                 raise ConversionError(f"{self.path}: feed-forward width other than 4 x d_model is not Whisper's")
             if c.get("activation_function", "gelu") != "gelu" or c.get("scale_embedding", False):
                 raise ConversionError(f"{self.path}: activation or embedding scaling differs from Whisper's")
-            return WhisperConfig(
+            config = WhisperConfig(
                 n_mels=int(c["num_mel_bins"]),
                 n_audio_ctx=int(c["max_source_positions"]),
                 n_audio_state=d_model,
@@ -119,6 +125,42 @@ class HFWhisperConverter(CheckpointConverter):
             )
         except KeyError as e:
             raise ConversionError(f"{self.path}/config.json lacks {e.args[0]}") from e
+        except (TypeError, ValueError) as e:
+            raise ConversionError(f"{self.path}/config.json: {e}") from e
+        check_whisper_config(config, f"{self.path}/config.json")
+        self._check_against_weights(config)
+        return config
+
+    def _check_against_weights(self, config: WhisperConfig) -> None:
+        """The layer counts and position table the config names must be the weights' own, checked
+        from the safetensors headers before a model of those dims is built."""
+        from safetensors import safe_open
+
+        shapes: dict[str, tuple] = {}
+        for file in self._weight_files:
+            if file.suffix != ".safetensors":
+                return  # a torch .bin: its tensors are compared after loading (check_weights)
+            try:
+                with safe_open(str(file), framework="pt") as f:
+                    shapes.update({k: tuple(f.get_slice(k).get_shape()) for k in f.keys()})
+            except Exception as e:  # noqa: BLE001 - any header damage is the same refusal
+                raise ConversionError(f"{file} is truncated or corrupted: {e}") from e
+        def layers(prefix: str) -> int:
+            found = {int(k.split(".")[3]) for k in shapes if k.startswith(prefix) and k.split(".")[3].isdigit()}
+            return len(found)
+        checks = (
+            ("encoder_layers", config.n_audio_layer, layers("model.encoder.layers.")),
+            ("decoder_layers", config.n_text_layer, layers("model.decoder.layers.")),
+        )
+        for key, declared, found in checks:
+            if found and declared != found:
+                raise ConversionError(f"{self.path}/config.json: {key} is {declared}, the weights hold {found}")
+        positions = shapes.get("model.encoder.embed_positions.weight")
+        if positions is not None and positions != (config.n_audio_ctx, config.n_audio_state):
+            raise ConversionError(
+                f"{self.path}/config.json: max_source_positions x d_model is {config.n_audio_ctx} x {config.n_audio_state}, "
+                f"the weights' position table {positions[0]} x {positions[1]}"
+            )
 
     def load_state_dict(self):
         state = {}
@@ -133,7 +175,16 @@ class HFWhisperConverter(CheckpointConverter):
         files = find_tokenizer_assets(self.path)
         gen = {}
         if (self.path / "generation_config.json").is_file():
-            gen = json.loads((self.path / "generation_config.json").read_text(encoding="utf-8"))
+            gen = _json_object(self.path / "generation_config.json")
+            for key in ("suppress_tokens", "begin_suppress_tokens"):
+                value = gen.get(key)
+                if value is not None and not (isinstance(value, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in value)):
+                    raise ConversionError(f"{self.path}/generation_config.json: {key} must be a list of token ids")
+            heads = gen.get("alignment_heads")
+            if heads is not None and not (
+                isinstance(heads, list) and all(isinstance(h, list) and len(h) == 2 and all(isinstance(i, int) for i in h) for h in heads)
+            ):
+                raise ConversionError(f"{self.path}/generation_config.json: alignment_heads must be [layer, head] pairs")
         tokenizer, features, decoding = whisper_specs(
             config,
             files,
@@ -147,3 +198,13 @@ class HFWhisperConverter(CheckpointConverter):
         if find_tokenizer_assets(self.path):
             return []
         return [f"{self.path} has no tokenizer.json or vocab.json + merges.txt: the model cannot turn tokens into text"]
+
+
+def _json_object(file: Path) -> dict:
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError, RecursionError) as e:
+        raise ConversionError(f"{file} is not readable JSON: {e}") from e
+    if not isinstance(data, dict):
+        raise ConversionError(f"{file}: expected a JSON object, found {type(data).__name__}")
+    return data

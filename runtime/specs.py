@@ -37,8 +37,31 @@ class _Spec:
             raise BundleError(f"{label} is missing field(s): {', '.join(missing)}")
         if unknown:
             raise BundleError(f"{label} has unknown field(s): {', '.join(unknown)}")
+        types = {f.name: str(f.type) for f in dataclasses.fields(cls)}
+        for key, value in data.items():
+            if not _fits(value, types[key]):
+                raise BundleError(f"{label}: {key} must be {types[key]}, not {type(value).__name__}")
         values = {k: tuple(v) if isinstance(v, list) and _is_tuple_field(cls, k) else v for k, v in data.items()}
         return cls(**values)
+
+
+def _fits(value, annotation: str) -> bool:
+    """Whether a JSON value has the type a field's annotation names (the forms specs use)."""
+    for kind in (a.strip() for a in annotation.split("|")):
+        if kind == "Any" or (kind == "None" and value is None):
+            return True
+        if kind == "str" and isinstance(value, str):
+            return True
+        if kind == "bool" and isinstance(value, bool):
+            return True
+        if kind in ("int", "float") and isinstance(value, (int, float)) and not isinstance(value, bool):
+            if kind == "float" or isinstance(value, int):
+                return True
+        if kind.startswith("tuple[str") and isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+            return True
+        if kind.startswith("dict[") and isinstance(value, dict):
+            return True
+    return False
 
 
 def _is_tuple_field(cls, name: str) -> bool:

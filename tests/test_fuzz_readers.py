@@ -21,10 +21,6 @@ random inputs on each run::
 
 A failure prints the shrunk input and a ``@reproduce_failure`` line to replay it.
 
-``KNOWN_ELSEWHERE`` lists failures already reported against code these tests do not own (the
-function the exception passed through, and its types): they are tolerated and counted in a
-warning, so that the targets keep guarding everything else. ``OASR_FUZZ_STRICT=1`` fails on them
-too; delete an entry once its fix lands.
 """
 
 from __future__ import annotations
@@ -111,75 +107,14 @@ def bounded():
         signal.signal(signal.SIGALRM, previous_handler)
 
 
-STRICT = os.environ.get("OASR_FUZZ_STRICT", "") not in ("", "0")
-
-# (file, function the exception passed through, exception types): reported, fixed by its owner.
-KNOWN_ELSEWHERE: tuple[tuple[str, str, tuple[type[BaseException], ...]], ...] = (
-    # torch's weights_only unpickler on corrupt bytes: IndexError (pop from empty list, index out
-    # of range), struct.error, KeyError (memo), TypeError, AttributeError, AssertionError (saved_id
-    # must be a tuple), MemoryError (a legacy file's BINUNICODE length read as one 4 GiB buffer)
-    (
-        "runtime/io/checkpoint.py", "load_torch_file",
-        (IndexError, KeyError, TypeError, AttributeError, AssertionError, MemoryError, struct.error),
-    ),
-    # json.loads of deep nesting (RecursionError); aux / capabilities / tokenizer.files of the wrong type
-    ("runtime/io/bundle.py", "read_config", (RecursionError, TypeError, ValueError)),
-    ("runtime/io/checkpoint.py", "shard_files", (RecursionError,)),
-    ("converters/hf_whisper.py", "detect", (RecursionError,)),
-)
-KNOWN_SEEN: dict[str, int] = {}
-
-
-# Only where the Hugging Face converter's config.json is fuzzed: its values reach the model
-# unchecked (a list, a string d_model, a negative or odd width, a billion layers the meta model
-# never finishes building, dims the computed position table cannot be allocated for or compared with).
-KNOWN_HF_CONFIG = (
-    ("converters/hf_whisper.py", "build_config", (TypeError, ValueError, AttributeError, RecursionError)),
-    ("runtime/models/weights.py", "meta_model", (RuntimeError, ValueError, TypeError, OverflowError, ZeroDivisionError, Hang)),
-    ("runtime/models/whisper.py", "sinusoids", (AssertionError, ZeroDivisionError, RuntimeError)),
-    ("runtime/models/weights.py", "check_weights", (RuntimeError,)),
-)
-
-
-def _known_elsewhere(e: BaseException, extra=()) -> str | None:
-    import traceback
-
-    frames = [(Path(f.filename).as_posix(), f.name) for f in traceback.extract_tb(e.__traceback__)]
-    for file, function, types in (*KNOWN_ELSEWHERE, *extra):
-        if isinstance(e, types) and any(path.endswith(file) and name == function for path, name in frames):
-            kind = type(e).__name__ if type(e).__module__ == "builtins" else f"{type(e).__module__}.{type(e).__name__}"
-            return f"{file}:{function}: {kind}"
-    return None
-
-
-def returns_or_refuses(fn, *args, _known=(), **kwargs):
-    """The property: ``fn`` returns, or raises an OasrError (returned here); anything else propagates
-    (but for KNOWN_ELSEWHERE and the target's own ``_known``, counted)."""
+def returns_or_refuses(fn, *args, **kwargs):
+    """The property: ``fn`` returns, or raises an OasrError (returned here); anything else
+    propagates and fails the target."""
     with bounded():
         try:
             return fn(*args, **kwargs)
         except OasrError as e:
             return e
-        except Exception as e:
-            known = None if STRICT else _known_elsewhere(e, _known)
-            if known is None:
-                raise
-            KNOWN_SEEN[known] = KNOWN_SEEN.get(known, 0) + 1
-            return e
-
-
-class KnownElsewhere(Warning):
-    """Fuzzing met failures listed in KNOWN_ELSEWHERE (shown in pytest's warnings summary)."""
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _report_known():
-    yield
-    if KNOWN_SEEN:
-        import warnings
-
-        listed = "; ".join(f"{k} x{n}" for k, n in sorted(KNOWN_SEEN.items()))
-        warnings.warn(KnownElsewhere(f"failures already reported against code owned elsewhere: {listed}"), stacklevel=1)
 
 
 @pytest.fixture
@@ -713,10 +648,7 @@ def test_fuzz_hf_config(base, scratch):
     def run(config, named):
         with scratch() as folder:
             src = _hf_folder(folder / "src", base, json.dumps(_valid_index(base)), config=config)
-            returns_or_refuses(
-                convert_one, src, folder / "dst", architecture="hf-whisper" if named else None, dry_run=True,
-                _known=KNOWN_HF_CONFIG,
-            )
+            returns_or_refuses(convert_one, src, folder / "dst", architecture="hf-whisper" if named else None, dry_run=True)
 
     run()
 

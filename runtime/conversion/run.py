@@ -229,10 +229,11 @@ def convert(
                 result = convert_one(
                     src, out, architecture=architecture, dtype=dtype, force=force, dry_run=dry_run, source_label=source_label
                 )
-            except OasrError as e:
+            except (OasrError, OSError) as e:  # OSError: a full disk, a folder that cannot be written
                 if len(sources) == 1 or fail_fast:
                     raise
-                result = ConvertResult(source=str(src), destination=str(out), status="failed", error=str(e))
+                error = str(e) if isinstance(e, OasrError) else f"{out}: {e.strerror or e}"
+                result = ConvertResult(source=str(src), destination=str(out), status="failed", error=error)
             results.append(result)
             if on_result is not None:
                 on_result(result)

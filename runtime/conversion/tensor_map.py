@@ -93,6 +93,6 @@ def _equal(a: Tensor, b: Tensor) -> bool:
 
 
 def _split(name: str, tensor: Tensor, parts: int) -> tuple[Tensor, ...]:
-    if tensor.shape[0] % parts:
+    if tensor.dim() == 0 or tensor.shape[0] % parts:
         raise ConversionError(f"{name}: dim 0 of {tuple(tensor.shape)} does not split into {parts} equal parts")
     return tuple(tensor.chunk(parts, dim=0))

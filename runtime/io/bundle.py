@@ -82,7 +82,7 @@ def read_config(path: Path) -> BundleConfig:
         data = json.loads(file.read_text(encoding="utf-8"))
     except FileNotFoundError as e:
         raise BundleError(f"{path} is not an oasr bundle: no {CONFIG_NAME}") from e
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
         raise BundleError(f"{file} is not valid JSON: {e}") from e
     if not isinstance(data, dict):
         raise BundleError(f"{file}: expected a JSON object")
@@ -110,6 +110,11 @@ def read_config(path: Path) -> BundleConfig:
         raise BundleError(f"{file} has unknown field(s): {', '.join(unknown)}")
     if not isinstance(data["model"], dict):
         raise BundleError(f"{file}: model must be an object")
+    if not isinstance(data.get("aux", {}), dict):
+        raise BundleError(f"{file}: aux must be an object")
+    capabilities = data.get("capabilities", [])
+    if not isinstance(capabilities, list) or not all(isinstance(c, str) for c in capabilities):
+        raise BundleError(f"{file}: capabilities must be a list of names")
     tokenizer = TokenizerSpec.from_dict(data["tokenizer"], where=f"{file} tokenizer")
     for name in tokenizer.files:
         problem = name_problem(name, nested=False)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pickle
 import re
+import struct
 import warnings
 from pathlib import Path
 from typing import Any
@@ -16,9 +17,17 @@ def _first_line(e: BaseException) -> str:
     return text.splitlines()[0] if text else type(e).__name__
 
 
+_CORRUPT_PICKLE = (IndexError, KeyError, TypeError, AttributeError, AssertionError, MemoryError, struct.error, RecursionError)
+
+
 def load_torch_file(path: Path) -> Any:
-    """``torch.load`` restricted to tensors and plain containers, memory-mapped when possible."""
+    """``torch.load`` restricted to tensors and plain containers, memory-mapped when possible;
+    a zip checkpoint's members are checked against their declared sizes before anything inflates."""
     import torch
+
+    from .torchscript import check_zip_sizes
+
+    check_zip_sizes(path)
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torch's notes on pickle protocols are noise; the refusal is ours
@@ -34,7 +43,8 @@ def load_torch_file(path: Path) -> Any:
             found = re.search(r"WeightsUnpickler error:\s*([^\n.]+)", str(e))
             what = f" ({found.group(1).strip()})" if found else ""
             raise UnsafeCheckpointError(f"{path} holds pickled objects beyond tensors; refusing to unpickle it{what}") from e
-        except (RuntimeError, EOFError, OSError, ValueError) as e:
+        except (RuntimeError, EOFError, OSError, ValueError, *_CORRUPT_PICKLE) as e:
+            # torch's weights-only unpickler meets corrupt bytes with whatever its parser hits first
             raise ConversionError(f"{path} is not a readable torch checkpoint: {_first_line(e)}") from e
 
 
@@ -70,7 +80,7 @@ def shard_files(folder: Path, index: Path) -> list[Path]:
     folder, index = Path(folder), Path(index)
     try:
         data = json.loads(index.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as e:
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
         raise ConversionError(f"{index} is not a readable JSON index: {_first_line(e)}") from e
     weight_map = data.get("weight_map") if isinstance(data, dict) else None
     if not isinstance(weight_map, dict) or not weight_map:
