@@ -11,13 +11,9 @@ from pathlib import Path
 import pytest
 
 from tiny_models import write_hf_config_full, write_openai_pt
+from cli_checks import one_line_error as _one_line_error
 
 
-def _one_line_error(code: int, err: str, text: str) -> None:
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert code == 1, err
-    assert len(lines) == 1, err
-    assert lines[0].startswith("oasr: error:") and text in lines[0], lines[0]
 
 
 def _snapshot(folder: Path) -> dict[str, bytes]:

@@ -8,13 +8,9 @@ import subprocess
 import sys
 
 from hub_helpers import hub_env, mirror, synthetic  # noqa: F401  (fixtures)
+from cli_checks import one_line_error as _one_line_error
 
 
-def _one_line_error(code: int, err: str, text: str) -> None:
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert code == 1, err
-    assert len(lines) == 1, err
-    assert lines[0].startswith("oasr: error:") and text in lines[0], lines[0]
 
 
 def test_list_json_and_task_filter(cli, hub_env):

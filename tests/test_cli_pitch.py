@@ -11,6 +11,7 @@ import pytest
 import soundfile as sf
 
 from crepe_refs import SR, crepe_weights, tone
+from cli_checks import one_line_error as _one_line_error
 
 
 @pytest.fixture(scope="module")
@@ -37,10 +38,6 @@ def _rows(csv: str) -> np.ndarray:
     return np.array([[float(v) for v in line.split(",")] for line in lines[1:]])
 
 
-def _one_line_error(code: int, err: str, text: str) -> None:
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert code == 1, err
-    assert len(lines) == 1 and lines[0].startswith("oasr: error:") and text in lines[0], err
 
 
 def test_csv_on_stdout(cli, model, wavs):

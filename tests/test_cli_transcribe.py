@@ -20,6 +20,7 @@ from oasr.options import TranscribeOptions, WhisperDecoding
 from oasr.results import ResultProvenance, Segment, Transcript, Word
 
 from test_formats import read_srt, read_vtt
+from cli_checks import one_line_error as _one_line_error
 
 
 @dataclasses.dataclass
@@ -113,13 +114,6 @@ def wavs(tmp_path) -> list[Path]:
     return [_tone(tmp_path / "one.wav", 1.0), _tone(tmp_path / "two.flac", 2.0, 44100, 2), _tone(tmp_path / "three.ogg", 3.0)]
 
 
-def _one_line_error(code: int, err: str, *needles: str) -> None:
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert code == 1, err
-    assert len(lines) == 1, err
-    assert lines[0].startswith("oasr: error:"), lines[0]
-    for needle in needles:
-        assert needle in lines[0], lines[0]
 
 
 def _usage_error(code: int, err: str, needle: str) -> None:

@@ -15,18 +15,12 @@ from oasr.io.files import inside
 
 from hub_helpers import build_wheel, hf_cache_repo, sha256, write_hf_whisper
 from tiny_models import write_openai_pt
+from cli_checks import one_line_error as _one_line_error
 
 # wide enough that oasr quantize has layers to quantize
 DIMS = dict(n_audio_state=128, n_text_state=128, n_vocab=96, n_audio_ctx=16, n_text_ctx=12)
 
 
-def _one_line_error(code: int, err: str, *needles: str) -> None:
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert code == 1, err
-    assert len(lines) == 1, err
-    assert lines[0].startswith("oasr: error:"), lines[0]
-    for needle in needles:
-        assert needle in lines[0], lines[0]
 
 
 # --- the shared helper --------------------------------------------------------------------------

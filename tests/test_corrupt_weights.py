@@ -19,6 +19,7 @@ from oasr.conversion.run import convert as _convert
 from oasr.errors import BundleError, ConversionError
 from oasr.io import bundle
 from tiny_models import write_openai_pt
+from cli_checks import one_line_error as _one_line_error
 
 # Wide enough that quantize has layers to quantize (as tests/test_quantize.py).
 DIMS = dict(n_audio_state=128, n_text_state=128, n_vocab=96, n_audio_ctx=16, n_text_ctx=12)
@@ -42,13 +43,6 @@ def convert(*args, **kwargs):
         return _convert(*args, **kwargs)
 
 
-def _one_line_error(code: int, err: str, *needles: str) -> str:
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert code == 1, err
-    assert len(lines) == 1 and lines[0].startswith("oasr: error:"), err
-    for needle in needles:
-        assert needle in lines[0], lines[0]
-    return lines[0]
 
 
 def _poisoned_pt(path: Path, **values: float) -> Path:

@@ -12,15 +12,9 @@ from oasr.errors import InputError
 from oasr.hub import cache as _cache
 
 from hub_helpers import hub_env  # noqa: F401  (fixture)
+from cli_checks import one_line_error as _one_line_error
 
 
-def _one_line_error(code: int, err: str, *needles: str) -> None:
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert code == 1, err
-    assert len(lines) == 1, err
-    assert lines[0].startswith("oasr: error:"), lines[0]
-    for needle in needles:
-        assert needle in lines[0], lines[0]
 
 
 def _victim(folder: Path) -> Path:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from ..errors import InputError
-from ..io.files import atomic_write_text
+from ..io.files import atomic_write_text, process_alive
 
 log = logging.getLogger("oasr")
 
@@ -239,23 +239,11 @@ def clean_staging(root: Path) -> None:
         pid = path.name.split("-", 1)[0]
         if path.name.startswith("trash-"):
             pid = path.name.split("-")[1]
-        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+        if pid.isdigit() and int(pid) != os.getpid() and not process_alive(int(pid)):
             if path.is_symlink() or not path.is_dir():
                 path.unlink(missing_ok=True)
             else:
                 shutil.rmtree(path, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    if os.name == "nt":  # os.kill would terminate it there: never clean another's staging
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # exists, owned by someone else
-        return True
-    return True
 
 
 @contextlib.contextmanager

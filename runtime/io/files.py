@@ -146,7 +146,7 @@ def _ours(name: str, entry: str) -> tuple[str, int | None, str | None] | None:
     return None
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
     if pid == os.getpid():
         return True
     if os.name == "nt":  # os.kill would terminate it there
@@ -179,7 +179,7 @@ def _stale(path: Path, pid: int | None, host: str | None, now: float) -> bool:
     """Made by a process of this host that is gone; or, when that cannot be told (another host,
     the older naming), not modified for ``STALE_SECONDS``. A live process's is never stale."""
     if pid is not None and host == _HOST:
-        return not _alive(pid)
+        return not process_alive(pid)
     try:
         return now - _newest_mtime(path) > STALE_SECONDS
     except OSError:
