@@ -79,6 +79,17 @@ model_spec = _not_blank(MODEL_TAKES)
 model_name = _not_blank(NAME_TAKES)
 
 
+def paths_not_blank(values):
+    """Path arguments taken as text, so an empty one is a usage error (Path('') would be the
+    current folder): the callback of convert's SRC... DST, inspect's PATH and quantize's DST."""
+    if values is None:
+        return None
+    for value in values if isinstance(values, list) else [values]:
+        if not value.strip():
+            raise typer.BadParameter("is empty; it takes a file or folder path")
+    return [Path(v) for v in values] if isinstance(values, list) else Path(values)
+
+
 class Dtype(str, Enum):
     auto = "auto"
     float32 = "float32"

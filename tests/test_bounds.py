@@ -194,6 +194,10 @@ def test_cli_bounds_are_usage_errors(cli, no_models, tmp_path, args, needle):
     "args, needle",
     [
         (["quantize", "", "{tmp}/out"], "'SRC': is empty"),
+        (["quantize", "tiny.en", ""], "'DST': is empty"),
+        (["convert", "", "{tmp}/out"], "'SRC... DST': is empty; it takes a file or folder path"),
+        (["convert", "{tmp}", ""], "'SRC... DST': is empty"),
+        (["inspect", ""], "is empty; it takes a file or folder path"),
         (["models", "path", ""], "'NAME': is empty"),
         (["models", "pull", " "], "'NAME': is empty"),
         (["models", "resolve", ""], "'NAME': is empty"),

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from ..options import ArchitectureOpt, Dtype, DtypeOpt, FailFastOpt, ForceOpt, Report, reporting
+from ..options import ArchitectureOpt, Dtype, DtypeOpt, FailFastOpt, ForceOpt, Report, paths_not_blank, reporting
 from ..output import human_size, print_json
 
 
@@ -27,11 +26,12 @@ Several checkpoints into one folder of bundles, in bfloat16:
 @reporting
 def convert(
     paths: Annotated[
-        list[Path],
+        list[str],
         typer.Argument(
             help="One or more sources, then the destination. With several sources DST is a folder of bundles.",
             metavar="SRC... DST",
             show_default=False,
+            callback=paths_not_blank,
         ),
     ],
     architecture: ArchitectureOpt = None,

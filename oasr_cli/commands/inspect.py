@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from ..options import JsonOpt
+from ..options import JsonOpt, paths_not_blank
 from ..output import human_size, print_json
 
 
@@ -25,7 +24,7 @@ Read and check every tensor of a cached model (exit 1 on a problem):
 
 
 def inspect(
-    path: Annotated[Path, typer.Argument(help="A native bundle, or a foreign checkpoint directory or file.", show_default=False)],
+    path: Annotated[str, typer.Argument(help="A native bundle, or a foreign checkpoint directory or file.", show_default=False, callback=paths_not_blank)],
     verify: Annotated[
         bool,
         typer.Option(

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..options import ForceOpt, Report, model_spec, reporting
+from ..options import ForceOpt, Report, model_spec, paths_not_blank, reporting
 from ..output import hub_progress, human_size, interactive, print_json
 
 
@@ -33,7 +33,7 @@ def quantize(
         str,
         typer.Argument(help="A native bundle, a checkpoint directory, or a registry name (as -m takes).", metavar="SRC", show_default=False, callback=model_spec),
     ],
-    dst: Annotated[Path, typer.Argument(help="The quantized bundle to write.", metavar="DST", show_default=False)],
+    dst: Annotated[str, typer.Argument(help="The quantized bundle to write.", metavar="DST", show_default=False, callback=paths_not_blank)],
     scheme: Annotated[
         Scheme,
         typer.Option("--scheme", help="int8: per-output-channel; int4: groups of 128 along the input (token tables stay int8)."),
