@@ -279,10 +279,10 @@ class _Batch:
         return pending
 
     def process(self, models: tuple, src: str, bar) -> Any:
-        from oasr.io.audio import duration, load_audio
+        from oasr.io.audio import duration, open_audio
 
         started = time.perf_counter()
-        samples = load_audio(src)
+        samples = open_audio(src)  # a long recording stays on disk, read a window at a time
         seconds = duration(samples)
         with file_progress(bar, src, seconds) as callback:
             result = self.job.run(models, samples, callback)

@@ -8,7 +8,7 @@
   soxr's band-limited HQ resampler;
 - anything else (MP3, MP4/M4A, WebM/Matroska, AAC, WMA, AMR, ...), and a file soundfile refuses:
   PyAV (FFmpeg's libraries in a pip wheel, so no ffmpeg program is needed), decoded frame by
-  frame into one array: each frame converted to float (PyAV's ``AudioResampler``), its channels
+  frame: each frame converted to float (PyAV's ``AudioResampler``), its channels
   averaged as above and resampled by soxr's streaming HQ resampler, so an M4A and a FLAC of the
   same recording give the same samples; a corrupt packet is skipped, as ffmpeg skips it;
 - when PyAV cannot decode it either and an ``ffmpeg`` program is on PATH, that program is tried
@@ -17,6 +17,11 @@
   at most ``OASR_MAX_STDIN_MB`` megabytes, default 1024, 0 for no limit), then decoded as a file
   named "stdin". Memory is then what the decoded samples take, as for a path. A path that cannot
   seek (a FIFO, ``/dev/stdin``, a shell's ``<(...)``) is read the same way.
+
+``open_audio(source)`` decodes the same samples, but a recording longer than ``SPOOL_SAMPLES``
+(10 minutes at 16 kHz) goes to an unnamed temporary file as it is decoded (a long WAV or FLAC
+read a block at a time) and comes back as a ``SampleFile`` that pipelines read a window at a time
+(``io/samples.py``), so an hour costs the process no more memory than ten minutes.
 
 Every failure a user can cause (a missing, empty, non-audio, corrupt or over-long input) is an
 ``InputError`` with a one-line message that names the file ("stdin" for ``-``) and the reason.
@@ -40,6 +45,8 @@ from typing import BinaryIO
 import numpy as np
 
 from ..errors import InputError
+from . import samples as _samples
+from .samples import SampleFile, SampleSink
 
 log = logging.getLogger("oasr")
 
@@ -109,9 +116,16 @@ def check_audio_path(path: str | Path) -> Path:
 
 
 def load_audio(source: str | Path | bytes, sample_rate: int = SAMPLE_RATE) -> np.ndarray:
-    """Mono float32 samples in [-1, 1] at ``sample_rate`` from a path, ``"-"`` (stdin) or bytes."""
+    """Mono float32 samples in [-1, 1] at ``sample_rate`` from a path, ``"-"`` (stdin) or bytes,
+    as one array however long the recording (``open_audio`` keeps a long one on disk)."""
+    return np.asarray(open_audio(source, sample_rate))
+
+
+def open_audio(source: str | Path | bytes, sample_rate: int = SAMPLE_RATE) -> "np.ndarray | SampleFile":
+    """As ``load_audio``, but a recording longer than ``SPOOL_SAMPLES`` is decoded into an unnamed
+    temporary file and returned as a ``SampleFile`` (sliced like an array, read a window at a time)."""
     if isinstance(source, (bytes, bytearray, memoryview)):
-        return load_audio_bytes(bytes(source), sample_rate)
+        return _open_bytes(bytes(source), sample_rate, "<bytes>")
     if str(source) == STDIN:
         with spool_stdin() as file:
             return _decode(file, STDIN_NAME, sample_rate, suffix="")
@@ -129,6 +143,10 @@ def load_audio(source: str | Path | bytes, sample_rate: int = SAMPLE_RATE) -> np
 
 def load_audio_bytes(data: bytes, sample_rate: int = SAMPLE_RATE, *, name: str = "<bytes>") -> np.ndarray:
     """Decode an encoded audio file held in memory."""
+    return np.asarray(_open_bytes(data, sample_rate, name))
+
+
+def _open_bytes(data: bytes, sample_rate: int, name: str) -> "np.ndarray | SampleFile":
     if not data:
         raise InputError(f"{name} is empty (no audio bytes)")
     return _decode(io.BytesIO(data), name, sample_rate, suffix="")
@@ -188,7 +206,7 @@ class _Undecodable(Exception):
     """A decoder could not read the input; the message is its one-line reason."""
 
 
-def _decode(file: BinaryIO, name: str, sample_rate: int, *, suffix: str, path: Path | None = None) -> np.ndarray:
+def _decode(file: BinaryIO, name: str, sample_rate: int, *, suffix: str, path: Path | None = None) -> "np.ndarray | SampleFile":
     """Samples of the open ``file``: soundfile for its native formats, else (or when it refuses)
     PyAV, else the ffmpeg program when there is one; an InputError with the reason when none can."""
     head = file.read(64)
@@ -239,15 +257,40 @@ def _looks_like_text(head: bytes) -> bool:
     return all(c.isprintable() or c in "\t\r\n\f" for c in text)
 
 
-def _read_soundfile(file: BinaryIO, sample_rate: int) -> np.ndarray:
+STREAM_BLOCK = 1 << 16  # frames read at a time from a long file
+
+
+def _read_soundfile(file: BinaryIO, sample_rate: int) -> "np.ndarray | SampleFile":
     import soundfile as sf
 
     try:
-        data, rate = sf.read(file, dtype="float32", always_2d=True)
+        with sf.SoundFile(file) as f:
+            if f.frames * sample_rate / f.samplerate <= _samples.SPOOL_SAMPLES:
+                data = f.read(dtype="float32", always_2d=True)
+                return _to_mono(data, f.samplerate, sample_rate)
+            return _stream_soundfile(f, sample_rate)
     except (sf.LibsndfileError, RuntimeError, TypeError, ValueError, EOFError) as e:
         reason = getattr(e, "error_string", "") or str(e)
         raise _Undecodable(_one_line(f"soundfile: {reason}") if reason else "soundfile cannot read it") from e
-    return _to_mono(data, rate, sample_rate)
+
+
+def _stream_soundfile(f, sample_rate: int) -> SampleFile:
+    """A long file a block at a time: channels averaged, rate converted by soxr's streaming HQ
+    resampler, the samples written to disk as they come."""
+    import soxr
+
+    sink = SampleSink(int(f.frames * sample_rate / f.samplerate))
+    resampler = None if f.samplerate == sample_rate else soxr.ResampleStream(f.samplerate, sample_rate, 1, dtype="float32", quality="HQ")
+    try:
+        for block in f.blocks(blocksize=STREAM_BLOCK, dtype="float32", always_2d=True):
+            mono = block.mean(axis=1, dtype=np.float32) if block.shape[1] > 1 else block[:, 0]
+            sink.extend([mono if resampler is None else resampler.resample_chunk(np.ascontiguousarray(mono))])
+        if resampler is not None:
+            sink.extend([resampler.resample_chunk(np.zeros(0, dtype=np.float32), last=True)])
+    except BaseException:
+        sink.discard()
+        raise
+    return sink.result()
 
 
 def _to_mono(data: np.ndarray, rate: int, sample_rate: int) -> np.ndarray:
@@ -259,7 +302,7 @@ def _to_mono(data: np.ndarray, rate: int, sample_rate: int) -> np.ndarray:
     return np.ascontiguousarray(mono, dtype=np.float32)
 
 
-def _read_pyav(source, sample_rate: int) -> np.ndarray:
+def _read_pyav(source, sample_rate: int) -> "np.ndarray | SampleFile":
     """Decode the first audio stream of ``source`` (a path or a seekable binary file) with PyAV:
     frame by frame to float, channels averaged, resampled by a streaming soxr into one array."""
     try:
@@ -285,7 +328,7 @@ def _ffmpeg_errors():
         av.logging.set_level(previous)
 
 
-def _read_pyav_logged(av, source, sample_rate: int, logs: list) -> np.ndarray:
+def _read_pyav_logged(av, source, sample_rate: int, logs: list) -> "np.ndarray | SampleFile":
     try:
         container = av.open(str(source) if isinstance(source, Path) else source, mode="r", metadata_errors="ignore")
     except (av.FFmpegError, UnicodeDecodeError, ValueError, OSError) as e:
@@ -295,7 +338,7 @@ def _read_pyav_logged(av, source, sample_rate: int, logs: list) -> np.ndarray:
         if stream is None:
             kinds = ", ".join(sorted({s.type for s in container.streams})) or "none"
             raise _Undecodable(f"no audio stream in the {container.format.name} container (streams: {kinds})")
-        out = _Samples(_expected_samples(container, stream, sample_rate))
+        out = SampleSink(_expected_samples(container, stream, sample_rate))
         decoder = _FrameDecoder(sample_rate)
         skipped, last_error = 0, None
         try:
@@ -314,7 +357,7 @@ def _read_pyav_logged(av, source, sample_rate: int, logs: list) -> np.ndarray:
         log.warning("skipped %d corrupt packet(s) while decoding (%s)", skipped, _av_reason(last_error, logs))
     if not len(out) and last_error is not None:
         raise _Undecodable(_av_reason(last_error, logs))
-    return out.array()
+    return out.result()
 
 
 class _FrameDecoder:
@@ -378,33 +421,6 @@ def _expected_samples(container, stream, sample_rate: int) -> int:
     return max(0, int(seconds * sample_rate))
 
 
-class _Samples:
-    """A growing float32 array: preallocated from the expected length, grown by half when full,
-    so decoding never holds the pieces and their concatenation at once."""
-
-    def __init__(self, expected: int):
-        self.buffer = np.empty(max(expected + expected // 50 + 4096, 16384), dtype=np.float32)
-        self.n = 0
-
-    def __len__(self) -> int:
-        return self.n
-
-    def extend(self, pieces: list[np.ndarray]) -> None:
-        for piece in pieces:
-            end = self.n + len(piece)
-            if end > len(self.buffer):
-                grown = np.empty(max(end, len(self.buffer) * 3 // 2), dtype=np.float32)
-                grown[: self.n] = self.buffer[: self.n]
-                self.buffer = grown
-            self.buffer[self.n : end] = piece
-            self.n = end
-
-    def array(self) -> np.ndarray:
-        if self.n < len(self.buffer) * 0.9:  # much shorter than expected: do not keep the slack
-            return self.buffer[: self.n].copy()
-        return self.buffer[: self.n]
-
-
 def _av_reason(e: BaseException | None, logs: list | tuple = ()) -> str:
     """'FFmpeg: <what its log said>: <the error>', in one line, naming no temporary file."""
     reason = (getattr(e, "strerror", None) or str(e)) if e is not None else "no audio decoded"
@@ -413,7 +429,7 @@ def _av_reason(e: BaseException | None, logs: list | tuple = ()) -> str:
     return _one_line(f"FFmpeg: {said}: {reason}" if said and said not in reason else f"FFmpeg: {reason}")
 
 
-def _checked(samples: np.ndarray, name: str) -> np.ndarray:
+def _checked(samples: "np.ndarray | SampleFile", name: str) -> "np.ndarray | SampleFile":
     if samples.size == 0:
         raise InputError(f"{name} holds no audio samples")
     if not all_finite(samples):
@@ -421,10 +437,16 @@ def _checked(samples: np.ndarray, name: str) -> np.ndarray:
     return samples
 
 
-def all_finite(samples: np.ndarray) -> bool:
+FINITE_BLOCK = 1 << 22  # samples summed at once when the samples are on disk
+
+
+def all_finite(samples: "np.ndarray | SampleFile") -> bool:
     """No NaN or infinity in ``samples``, without a mask the size of the input: their float64 sum
     is finite exactly then (float32 values cannot overflow it)."""
     with np.errstate(invalid="ignore", over="ignore"):  # inf + -inf is NaN: no warning for it
+        if isinstance(samples, SampleFile):
+            total = sum(float(np.sum(samples[i : i + FINITE_BLOCK], dtype=np.float64)) for i in range(0, len(samples), FINITE_BLOCK))
+            return bool(np.isfinite(total))
         return bool(np.isfinite(np.sum(samples, dtype=np.float64)))
 
 
@@ -475,6 +497,7 @@ __all__ = [
     "ffmpeg_path",
     "load_audio",
     "load_audio_bytes",
+    "open_audio",
     "max_stdin_bytes",
     "read_stdin",
     "spool_stdin",

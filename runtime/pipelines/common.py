@@ -8,16 +8,20 @@ import numpy as np
 import torch
 
 from ..errors import InputError
+from ..io.samples import SampleFile
 
-def read_audio(audio, sample_rate: int) -> tuple[np.ndarray, str]:
+def read_audio(audio, sample_rate: int) -> tuple["np.ndarray | SampleFile", str]:
     """(mono float32 samples, source name) from a path or ``"-"`` (decoded at ``sample_rate``),
-    encoded bytes, or samples (a 1-D array or tensor, taken as they are); the name is "" unless
-    a path was given."""
+    encoded bytes, or samples (a 1-D array or tensor, or a ``SampleFile``, taken as they are); the
+    name is "" unless a path was given. A long recording decoded here is a ``SampleFile`` (kept on
+    disk, read a window at a time: ``io/samples.py``)."""
+    if isinstance(audio, SampleFile):
+        return audio, ""
     if isinstance(audio, (str, Path, bytes, bytearray, memoryview)):
-        from ..io.audio import load_audio
+        from ..io.audio import open_audio
 
         encoded = isinstance(audio, (bytes, bytearray, memoryview))
-        return load_audio(bytes(audio) if encoded else audio, sample_rate), "" if encoded else str(audio)
+        return open_audio(bytes(audio) if encoded else audio, sample_rate), "" if encoded else str(audio)
     if isinstance(audio, torch.Tensor):
         audio = audio.detach().cpu().numpy()
     if not isinstance(audio, np.ndarray):

@@ -31,6 +31,7 @@ import torch
 from ..decoding.pitch import decode
 from ..errors import InputError
 from ..io.audio import all_finite
+from ..io.samples import as_samples
 from ..models.crepe import FRAME, SAMPLE_RATE
 from ..loading import load_pretrained
 from ..options import PitchOptions
@@ -114,7 +115,7 @@ def frame_batches(
     it are not run: their activations are the network's output for an all-zero frame.
     """
     device = next(model.parameters()).device
-    samples = np.asarray(samples, dtype=np.float32)
+    samples = as_samples(samples)  # a SampleFile stays on disk: each batch reads its stretch
     n_frames = 1 + len(samples) // hop
     total = len(samples) / SAMPLE_RATE
     silent_activation: torch.Tensor | None = None
@@ -176,5 +177,5 @@ def _read_audio(audio, sample_rate: int) -> tuple[np.ndarray, str]:
     if sample_rate != SAMPLE_RATE:
         import soxr
 
-        samples = soxr.resample(samples, sample_rate, SAMPLE_RATE, quality="HQ").astype(np.float32)
+        samples = soxr.resample(np.asarray(samples), sample_rate, SAMPLE_RATE, quality="HQ").astype(np.float32)
     return samples, ""

@@ -27,6 +27,7 @@ import torch
 
 from ...errors import InputError
 from ...features.melspec import power_mel_frames
+from ...io.samples import as_samples
 from ...loading import load_pretrained
 
 TARGET_DBFS = -30.0  # Resemblyzer's audio_norm_target_dBFS
@@ -44,7 +45,7 @@ def volume_gain(audio: np.ndarray, target_dbfs: float = TARGET_DBFS) -> float:
     summed a block at a time, so a long recording is never copied whole."""
     if audio.size == 0:
         return 1.0
-    if audio.size <= RMS_BLOCK:
+    if audio.size <= RMS_BLOCK and isinstance(audio, np.ndarray):
         mean_square = float(np.mean(np.square(audio * _INT16_MAX, dtype=np.float64)))
     else:
         total = 0.0
@@ -172,7 +173,7 @@ def embed_segments(
 
 
 def _mono(audio: Any) -> np.ndarray:
-    audio = np.asarray(audio, dtype=np.float32)
+    audio = as_samples(audio)  # a SampleFile stays on disk: each batch reads its spans
     if audio.ndim != 1:
         raise InputError(f"expected mono samples [samples], got an array of shape {audio.shape}")
     return audio

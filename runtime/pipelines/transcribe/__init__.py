@@ -25,6 +25,7 @@ from ...errors import CapabilityError
 from ...loading import LoadedModel, load_pretrained
 from ...options import TranscribeOptions
 from ...results import Segment, Transcript
+from ...io.samples import SampleFile
 from ..common import read_audio
 from ..vad.energy import SpeechMap, collect_speech, speech_regions
 
@@ -114,6 +115,8 @@ def transcribe(
         kept = sum(b - a for a, b in regions) / sample_rate
         log.info("%s VAD kept %.1f s of %.1f s in %d region(s)", options.vad, kept, duration, len(regions))
         samples, speech_map = collect_speech(samples, regions, sample_rate)
+    if isinstance(samples, SampleFile) and not getattr(engine, "reads_windows", False):
+        samples = np.asarray(samples)  # an engine that takes a whole array gets one
     with torch.inference_mode():
         out = engine.run(samples, speech_map, duration, progress)
     segments = out.segments

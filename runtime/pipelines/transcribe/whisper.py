@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from ...errors import CapabilityError
+from ...io.samples import SampleFile, SampleTensor
 from ...options import TranscribeOptions, WhisperDecoding
 from ...results import Segment, Word
 from ..vad.energy import frame_levels_db
@@ -37,6 +38,8 @@ PROMPT_RESET_TEMPERATURE = 0.5  # a window decoded above this does not condition
 
 class Engine:
     """Checks the options against the Whisper model before any work, then runs the long-form loop."""
+
+    reads_windows = True  # takes a SampleFile: the log-mel and the levels read it a window at a time
 
     def __init__(self, loaded, options: TranscribeOptions):
         self.loaded = loaded
@@ -154,6 +157,8 @@ class _LongForm:
         extract = feature_extractor(self.spec)
         padding = self.n_frames * self.hop  # + 30 s of zeros, as openai
         if extract is not log_mel_spectrogram:
+            if isinstance(audio, SampleTensor):  # a plugin front end takes the whole signal
+                audio = audio[..., :]
             whole = extract(audio, self.spec, padding=padding)
             return lambda seek, size: whole[:, seek : seek + size]
         reference: list[torch.Tensor] = []
@@ -183,7 +188,8 @@ class _LongForm:
 
     def __call__(self, samples: np.ndarray) -> tuple[list[Segment], str, float | None]:
         o, d = self.options, self.decoding
-        audio = torch.from_numpy(samples).to(self.device)
+        # A SampleFile (a long recording on disk) is read a window at a time by the front end.
+        audio = samples.tensor(self.device) if isinstance(samples, SampleFile) else torch.from_numpy(samples).to(self.device)
         mel = self._features(audio)  # one window at a time
         content_frames = len(samples) // self.hop  # the padded file's frames less the 30 s of zeros
         self.content_frames, self.content_duration = content_frames, self._seconds(content_frames)

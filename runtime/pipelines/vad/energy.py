@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...errors import InputError
+from ...io.samples import as_samples
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,7 @@ LEVEL_BLOCK = 1 << 20  # samples squared at once: the levels of a long file need
 def frame_levels_db(audio: np.ndarray, frame: int) -> np.ndarray:
     """RMS of consecutive ``frame``-sample frames in dBFS (the last partial frame included,
     zero-padded), computed a block of frames at a time."""
-    audio = np.asarray(audio, dtype=np.float32)
+    audio = as_samples(audio)  # a SampleFile stays on disk: blocks are read from it below
     if audio.size == 0:
         return np.zeros(0, dtype=np.float32)
     n = -(-audio.size // frame)

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from ...errors import InputError
+from ...io.samples import as_samples
 from ...options import VadOptions, validate_vad_options
 from ...models.weights import torch_single_threaded
 from ...loading import load_pretrained
@@ -29,7 +30,7 @@ def speech_probabilities(audio: np.ndarray, model: Any = "silero-vad") -> np.nda
     """audio [samples] 16 kHz mono float32 -> [ceil(samples / 512)] speech probability per chunk."""
     loaded = load_pretrained(model, task="vad")
     vad, config = loaded.model, loaded.config
-    audio = np.asarray(audio, dtype=np.float32)
+    audio = as_samples(audio)  # a SampleFile stays on disk: blocks are read from it below
     if audio.ndim != 1:
         raise InputError(f"expected mono samples [samples], got an array of shape {audio.shape}")
     chunk, context = config.chunk_samples, config.context_samples
