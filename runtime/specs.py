@@ -96,6 +96,7 @@ class FeatureSpec(_Spec):
     hop_length: int = 160
     chunk_seconds: float = 30.0  # fixed input window of the model, 0 for streaming models
     audio_scale: float = 1.0  # samples are floats in [-1, 1] times this
+    options: dict[str, Any] = field(default_factory=dict)  # kind-specific: window, preemphasis, log guard, normalisation
 
 
 @dataclass(frozen=True)

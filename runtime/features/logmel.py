@@ -41,12 +41,15 @@ def _mel_to_hz(mel: Tensor) -> Tensor:
 
 
 @functools.lru_cache(maxsize=8)
-def mel_filterbank(sample_rate: int, n_fft: int, n_mels: int) -> Tensor:
-    """[n_mels, n_fft // 2 + 1] fp32 triangular filters, computed in fp64."""
+def mel_filterbank(
+    sample_rate: int, n_fft: int, n_mels: int, fmin: float = 0.0, fmax: float | None = None, slaney_norm: bool = True
+) -> Tensor:
+    """[n_mels, n_fft // 2 + 1] fp32 triangular filters, computed in fp64 (librosa's ``filters.mel``
+    with ``fmin``, ``fmax`` (None: Nyquist) and area normalisation unless ``slaney_norm=False``)."""
     fft_freqs = torch.linspace(0, sample_rate / 2, n_fft // 2 + 1, dtype=torch.float64)
     mel_edges = torch.linspace(
-        float(_hz_to_mel(torch.tensor(0.0, dtype=torch.float64))),
-        float(_hz_to_mel(torch.tensor(sample_rate / 2, dtype=torch.float64))),
+        float(_hz_to_mel(torch.tensor(float(fmin), dtype=torch.float64))),
+        float(_hz_to_mel(torch.tensor(sample_rate / 2 if fmax is None else float(fmax), dtype=torch.float64))),
         n_mels + 2,
         dtype=torch.float64,
     )
@@ -55,9 +58,11 @@ def mel_filterbank(sample_rate: int, n_fft: int, n_mels: int) -> Tensor:
     ramps = hz_edges[:, None] - fft_freqs[None, :]
     lower = -ramps[:-2] / widths[:-1, None]
     upper = ramps[2:] / widths[1:, None]
-    weights = torch.clamp(torch.minimum(lower, upper), min=0)
-    weights *= (2.0 / (hz_edges[2:] - hz_edges[:-2]))[:, None]
-    return weights.float()
+    # Rounded as librosa rounds (the triangles to fp32, then the fp64 area scale): its filters exactly.
+    weights = torch.clamp(torch.minimum(lower, upper), min=0).float()
+    if slaney_norm:
+        weights = (weights.double() * (2.0 / (hz_edges[2:] - hz_edges[:-2]))[:, None]).float()
+    return weights
 
 
 LOG_FLOOR = 1e-10  # mel power floor before the log10

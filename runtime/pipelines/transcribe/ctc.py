@@ -5,7 +5,8 @@ lengths [B])`` and ``output_stride`` (feature frames per output frame); its bund
 blank (``DecodingDefaults.blank_id``) and, for single-language models, ``options["language"]``.
 Its tokenizer gives ``token_text(id)``: the text a label adds, starting with a space where it
 starts a word (a label that is only a space separates words). Long audio runs in overlapping
-chunks (``longform.py``), ``batch_size`` chunks per forward pass.
+chunks (``longform.py``), ``batch_size`` chunks per forward pass. ``CtcDecoding.beam_size`` above 1
+decodes by prefix beam search. ``words_from_tokens`` is shared with the transducer engine.
 """
 
 from __future__ import annotations
@@ -15,10 +16,10 @@ import logging
 import numpy as np
 import torch
 
-from ...decoding.ctc import CtcToken, greedy_ctc
+from ...decoding.ctc import beam_ctc, greedy_ctc
 from ...errors import CapabilityError
 from ...features import feature_extractor
-from ...options import TranscribeOptions
+from ...options import CtcDecoding, TranscribeOptions
 from . import EngineOutput
 from .longform import TimedWord, keep_own, plan_chunks, to_segments
 
@@ -28,9 +29,25 @@ CHUNK_LENGTH = 30.0  # seconds per chunk when neither the options nor the bundle
 CHUNK_OVERLAP = 4.0  # seconds shared with each neighbour: longer than any word
 
 
+def refuse_foreign_section(options: TranscribeOptions, family: str, accepted: type, can_do: str) -> None:
+    """A section of another family (Whisper's temperature fallback, prompts) is refused, naming what
+    this family can do instead; it is never silently ignored."""
+    if options.decoding is not None and not isinstance(options.decoding, accepted):
+        raise CapabilityError(
+            f"{type(options.decoding).__name__} options (decoding flags of the {options.decoding.family} family, such as "
+            f"temperature fallback or prompts) do not apply: this model decodes as the {family} family, which offers {can_do}"
+        )
+
+
+CTC_CAN_DO = "greedy decoding or prefix beam search (--beam-size), chunking and word timestamps"
+
+
 class Engine:
-    def __init__(self, loaded, options: TranscribeOptions):
-        options.decoding_for("ctc")  # a Whisper section given to a CTC model is an error, not ignored
+    def __init__(self, loaded, options: TranscribeOptions, section: CtcDecoding | None = None):
+        if section is None:
+            refuse_foreign_section(options, "ctc", CtcDecoding, CTC_CAN_DO)
+            section = options.decoding or CtcDecoding()
+        self.beam_size = section.beam_size
         defaults = loaded.decoding
         if defaults.blank_id is None:
             raise CapabilityError(f"this {loaded.architecture} bundle names no CTC blank id; re-convert it")
@@ -65,34 +82,37 @@ class Engine:
             padded = torch.nn.utils.rnn.pad_sequence([f.T for f in feats], batch_first=True).transpose(1, 2)
             log_probs, out_lengths = model.ctc_log_probs(padded.to(parameter.dtype), lengths)
             for c, lp, n in zip(batch, log_probs, out_lengths.tolist()):
-                tokens = greedy_ctc(lp[:n], self.blank)
-                words += keep_own(self._words(tokens, c.start / rate, frame_seconds), c)
+                tokens = greedy_ctc(lp[:n], self.blank) if self.beam_size == 1 else beam_ctc(lp[:n], self.blank, self.beam_size)
+                spans = [(t.id, t.first_frame, t.last_frame + 1, t.probability) for t in tokens]
+                words += keep_own(words_from_tokens(self.tokenizer, spans, c.start / rate, frame_seconds), c)
             if progress is not None:
                 done = batch[-1].own_end
                 progress(min(speech_map.to_original(done) if speech_map else done, duration), duration)
         segments = to_segments(words, speech_map, duration, with_words=self.options.word_timestamps)
         return EngineOutput(segments, self.language if segments else "", None)
 
-    def _words(self, tokens: list[CtcToken], offset: float, frame: float) -> list[TimedWord]:
-        """Tokens -> words: a label whose text starts with a space starts a new word."""
-        words: list[TimedWord] = []
-        probs: list[list[float]] = []
-        new_word = True
-        for tok in tokens:
-            text = self.tokenizer.token_text(tok.id)
-            if not text.strip():  # a separator: the next label starts a word
-                new_word = True
-                continue
-            start, end = offset + tok.first_frame * frame, offset + (tok.last_frame + 1) * frame
-            if new_word or text.startswith(" "):
-                words.append(TimedWord(" " + text.lstrip(" "), start, end, 0.0, [tok.id]))
-                probs.append([tok.probability])
-            else:
-                w = words[-1]
-                w.text, w.end = w.text + text, end
-                w.tokens.append(tok.id)
-                probs[-1].append(tok.probability)
-            new_word = False
-        for w, p in zip(words, probs):
-            w.probability = sum(p) / len(p)
-        return words
+
+def words_from_tokens(tokenizer, spans, offset: float, frame: float) -> list[TimedWord]:
+    """(id, first frame, end frame (exclusive), probability) per token -> words: a label whose text
+    starts with a space starts a new word, a label that is only a space separates words."""
+    words: list[TimedWord] = []
+    probs: list[list[float]] = []
+    new_word = True
+    for token_id, first, end_frame, probability in spans:
+        text = tokenizer.token_text(token_id)
+        if not text.strip():  # a separator: the next label starts a word
+            new_word = True
+            continue
+        start, end = offset + first * frame, offset + end_frame * frame
+        if new_word or text.startswith(" "):
+            words.append(TimedWord(" " + text.lstrip(" "), start, end, 0.0, [token_id]))
+            probs.append([probability])
+        else:
+            w = words[-1]
+            w.text, w.end = w.text + text, end
+            w.tokens.append(token_id)
+            probs[-1].append(probability)
+        new_word = False
+    for w, p in zip(words, probs):
+        w.probability = sum(p) / len(p)
+    return words

@@ -1,0 +1,145 @@
+"""FastConformer benchmark: oasr against transformers' Parakeet on the same random weights.
+
+    python benchmarks/parakeet.py [--kinds ctc,rnnt] [--size medium|0.6b] [--seconds 60]
+                                  [--runs N] [--threads 2] [--json FILE]
+
+A transformers ``ParakeetForCTC`` / ``ParakeetForRNNT`` with random weights (``medium``: 512 wide,
+12 layers, 8x subsampling, 1024 labels; ``0.6b``: Parakeet 0.6B's 1024 x 24) is saved with
+``save_pretrained`` and converted once into an oasr bundle (not timed). The audio is jfk.wav
+tiled to ``--seconds``. The whole call is timed:
+
+* ``oasr``: ``oasr.transcribe(audio, bundle)`` (front end, encoder, decoding, text), fp32, once
+  with its default 30 s chunks and once in one chunk (``chunk_length`` = the audio);
+* ``transformers``: ``processor(audio)``, ``model.generate`` and ``processor.batch_decode``, fp32.
+
+The transducer's blank is biased so it emits on about one frame in three, as speech does; both
+engines decode greedily and produce the same labels. Rounds are interleaved (``common.interleaved``)
+and medians reported with the ratio oasr / transformers. Target (issue 12, 2 threads): at most 0.7x.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from common import interleaved
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = Path(os.environ.get("OASR_TEST_DATA", ROOT.parent / "shared" / "data"))
+SIZES = {
+    "medium": dict(hidden_size=512, num_hidden_layers=12, num_attention_heads=8, intermediate_size=2048, subsampling_conv_channels=256),
+    "0.6b": dict(hidden_size=1024, num_hidden_layers=24, num_attention_heads=8, intermediate_size=4096, subsampling_conv_channels=256),
+}
+VOCAB = 1024  # labels without the blank
+TARGET = 0.7
+
+
+def _tokenizer():
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import ParakeetTokenizer
+
+    pieces = ["<unk>"] + [f"\u2581w{i}" if i % 3 == 0 else f"p{i}" for i in range(1, VOCAB)]
+    tok = Tokenizer(models.Unigram([(p, -1.0) for p in pieces], unk_id=0))
+    tok.pre_tokenizer, tok.decoder = pre_tokenizers.Metaspace(), decoders.Metaspace()
+    tok.add_special_tokens(["<pad>"])
+    return ParakeetTokenizer(tokenizer_object=tok, pad_token="<pad>", unk_token="<unk>")
+
+
+def build(kind: str, size: str, folder: Path):
+    from transformers import (ParakeetCTCConfig, ParakeetFeatureExtractor, ParakeetForCTC, ParakeetForRNNT,
+                              ParakeetProcessor, ParakeetRNNTConfig)
+
+    torch.manual_seed(0)
+    encoder = dict(SIZES[size], num_mel_bins=80, conv_kernel_size=9, subsampling_factor=8)
+    if kind == "ctc":
+        model = ParakeetForCTC(ParakeetCTCConfig(vocab_size=VOCAB + 1, pad_token_id=VOCAB, encoder_config=encoder))
+    else:
+        model = ParakeetForRNNT(ParakeetRNNTConfig(vocab_size=VOCAB + 1, blank_token_id=VOCAB, pad_token_id=VOCAB,
+                                                   decoder_hidden_size=640, num_decoder_layers=2, encoder_config=encoder))
+    model.eval()
+    processor = ParakeetProcessor(feature_extractor=ParakeetFeatureExtractor(), tokenizer=_tokenizer())
+    model.save_pretrained(folder)
+    processor.save_pretrained(folder)
+    return model, processor
+
+
+def _tune_blank(model, processor, audio):
+    """Bias the RNN-T blank until about a third of the frames emit (random weights emit on most)."""
+    with torch.no_grad():
+        inputs = processor(audio[: 16000 * 10], sampling_rate=16000, return_tensors="pt")
+        enc = model.encoder_projector(model.encoder(input_features=inputs["input_features"]).last_hidden_state)
+        g = model.decoder(torch.tensor([[VOCAB]]))
+        logits = model.joint(decoder_hidden_states=g[:, None], encoder_hidden_states=enc[:, :, None])[0, :, 0]
+        margin = logits.max(-1).values - logits[:, VOCAB]
+        model.joint.head.bias[VOCAB] += float(margin.quantile(0.67))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--kinds", default="ctc,rnnt")
+    ap.add_argument("--size", choices=sorted(SIZES), default="medium")
+    ap.add_argument("--seconds", type=float, default=60.0)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    import soundfile as sf
+
+    import oasr
+
+    jfk, rate = sf.read(DATA / "asr" / "jfk.wav", dtype="float32")
+    audio = np.tile(jfk, int(np.ceil(args.seconds * rate / len(jfk))))[: int(args.seconds * rate)]
+    pairs, texts = {}, {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for kind in args.kinds.split(","):
+            folder, bundle = Path(tmp) / f"hf-{kind}", Path(tmp) / f"oasr-{kind}"
+            model, processor = build(kind, args.size, folder)
+            if kind == "rnnt":
+                _tune_blank(model, processor, audio)
+                model.save_pretrained(folder)
+            oasr.convert([folder], bundle)
+            loaded = oasr.load_pretrained(str(bundle), dtype="float32")
+            whole = oasr.TranscribeOptions(chunk_length=min(max(args.seconds, 1.0), 120.0), chunk_overlap=0.0)
+
+            def hf_call(model=model, processor=processor, kind=kind):
+                with torch.inference_mode():
+                    inputs = processor(audio, sampling_rate=rate, return_tensors="pt")
+                    extra = {"decoder_start_token_id": VOCAB} if kind != "ctc" else {}
+                    out = model.generate(input_features=inputs["input_features"], **extra)
+                    ids = out.sequences if hasattr(out, "sequences") else out
+                    if kind != "ctc":  # transducer sequences hold a blank per step
+                        return processor.tokenizer.decode([i for i in ids[0].tolist() if i != VOCAB], group_tokens=False)
+                    return processor.batch_decode(ids, skip_special_tokens=True)[0]
+
+            pairs[kind] = {
+                "oasr": lambda loaded=loaded: oasr.transcribe(audio, loaded).text,
+                "oasr-1chunk": lambda loaded=loaded, whole=whole: oasr.transcribe(audio, loaded, whole).text,
+                "transformers": hf_call,
+            }
+            texts[kind] = {name: fn() for name, fn in pairs[kind].items()}
+        times = interleaved(pairs, args.runs)
+    rows = []
+    for kind in pairs:
+        ref = statistics.median(times[(kind, "transformers")])
+        for engine in pairs[kind]:
+            med = statistics.median(times[(kind, engine)])
+            rows.append({"kind": kind, "engine": engine, "median_s": round(med, 3), "ratio": round(med / ref, 3),
+                         "words": len(texts[kind][engine].split())})
+    print(f"{args.size} FastConformer, {args.seconds:g} s audio, {args.threads} threads, {args.runs} runs (target oasr <= {TARGET}x)")
+    for r in rows:
+        print(f"  {r['kind']:5} {r['engine']:13} {r['median_s']:8.3f} s  {r['ratio']:.3f}x  ({r['words']} words)")
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

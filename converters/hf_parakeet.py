@@ -1,0 +1,157 @@
+"""Hugging Face transformers Parakeet folders (``config.json`` with ``model_type`` ``parakeet_ctc``,
+``parakeet_rnnt`` or ``parakeet_tdt``): ``model.safetensors`` (or a sharded index),
+``tokenizer.json`` and ``preprocessor_config.json``.
+
+HF names are translated onto NeMo's, which the FastConformer model keeps; the blank is the last
+class of every head (transformers' ``pad_token_id`` for CTC, ``blank_token_id`` for transducers).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+
+from oasr.conversion.base import DETECT_KEYED_VALUE, CheckpointConverter
+from oasr.conversion.tensor_map import TensorTable
+from oasr.errors import ConversionError
+from oasr.io.checkpoint import load_safetensors_file, load_torch_file, shard_files
+from oasr.models.fastconformer.config import FastConformerConfig
+from oasr.models.fastconformer.specs import fastconformer_specs
+
+MODEL_TYPES = ("parakeet_ctc", "parakeet_rnnt", "parakeet_tdt")
+
+_ATTENTION = {
+    "q_proj": "linear_q",
+    "k_proj": "linear_k",
+    "v_proj": "linear_v",
+    "o_proj": "linear_out",
+}
+_LAYER = {
+    **{f"self_attn.{hf}.{p}": f"self_attn.{ours}.{p}" for hf, ours in _ATTENTION.items() for p in ("weight", "bias")},
+    "self_attn.relative_k_proj.weight": "self_attn.linear_pos.weight",  # no bias in either
+    "self_attn.bias_u": "self_attn.pos_bias_u",
+    "self_attn.bias_v": "self_attn.pos_bias_v",
+    **{f"conv.norm.{p}": f"conv.batch_norm.{p}" for p in ("weight", "bias", "running_mean", "running_var", "num_batches_tracked")},
+    **{
+        f"{module}.{p}": f"{module}.{p}"  # the same names on both sides
+        for module in (
+            "feed_forward1.linear1", "feed_forward1.linear2", "feed_forward2.linear1", "feed_forward2.linear2",
+            "conv.pointwise_conv1", "conv.depthwise_conv", "conv.pointwise_conv2",
+            "norm_feed_forward1", "norm_self_att", "norm_conv", "norm_feed_forward2", "norm_out",
+        )
+        for p in ("weight", "bias")
+    },
+}
+_LSTM = ("weight_ih_l{bid}", "weight_hh_l{bid}", "bias_ih_l{bid}", "bias_hh_l{bid}")
+
+_TABLE = {
+    # The stride-2 convs, depthwise/pointwise pairs and their ReLUs sit at the same indices.
+    "encoder.subsampling.layers.{bid}.weight": "encoder.pre_encode.conv.{bid}.weight",
+    "encoder.subsampling.layers.{bid}.bias": "encoder.pre_encode.conv.{bid}.bias",
+    "encoder.subsampling.linear.weight": "encoder.pre_encode.out.weight",
+    "encoder.subsampling.linear.bias": "encoder.pre_encode.out.bias",
+    **{f"encoder.layers.{{bid}}.{hf}": f"encoder.layers.{{bid}}.{ours}" for hf, ours in _LAYER.items()},
+    # CTC: a 1x1 conv over the encoder frames.
+    "ctc_head.weight": "decoder.decoder_layers.0.weight",
+    "ctc_head.bias": "decoder.decoder_layers.0.bias",
+    # Transducers: transformers splits NeMo's joint (enc/pred projections) across its modules.
+    "encoder_projector.weight": "joint.enc.weight",
+    "encoder_projector.bias": "joint.enc.bias",
+    "decoder.decoder_projector.weight": "joint.pred.weight",
+    "decoder.decoder_projector.bias": "joint.pred.bias",
+    "decoder.embedding.weight": "decoder.prediction.embed.weight",
+    **{f"decoder.lstm.{p}": f"decoder.prediction.dec_rnn.lstm.{p}" for p in _LSTM},
+    "joint.head.weight": "joint.joint_net.2.weight",
+    "joint.head.bias": "joint.joint_net.2.bias",
+}
+
+
+def read_json_object(file: Path) -> dict:
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError, RecursionError) as e:
+        raise ConversionError(f"{file} is not readable JSON: {e}") from e
+    if not isinstance(data, dict):
+        raise ConversionError(f"{file}: expected a JSON object, found {type(data).__name__}")
+    return data
+
+
+def weight_files(folder: Path) -> list[Path]:
+    """A transformers folder's weights: a sharded index's shards, or the single file."""
+    for index_name in ("model.safetensors.index.json", "pytorch_model.bin.index.json"):
+        if (folder / index_name).is_file():
+            return shard_files(folder, folder / index_name)
+    for name in ("model.safetensors", "pytorch_model.bin"):
+        if (folder / name).is_file():
+            return [folder / name]
+    raise ConversionError(f"{folder}: no weights (model.safetensors, pytorch_model.bin or a sharded index)")
+
+
+def load_weights(files: list[Path]) -> dict:
+    state = {}
+    for file in files:
+        part = load_safetensors_file(file) if file.suffix == ".safetensors" else load_torch_file(file)
+        if not isinstance(part, dict):
+            raise ConversionError(f"{file} does not hold a state dict")
+        state.update(part)
+    return state
+
+
+def feature_extractor_settings(folder: Path) -> dict:
+    """The feature extractor's settings: ``preprocessor_config.json``, or the ``feature_extractor``
+    object of a ``processor_config.json`` (what ``ProcessorMixin.save_pretrained`` writes)."""
+    for name in ("preprocessor_config.json", "processor_config.json"):
+        if (folder / name).is_file():
+            data = read_json_object(folder / name)
+            settings = data.get("feature_extractor", data)
+            if not isinstance(settings, dict):
+                raise ConversionError(f"{folder / name}: feature_extractor is not an object")
+            return settings
+    return {}
+
+
+class HFParakeetConverter(CheckpointConverter):
+    name = "hf-parakeet"
+    architecture = "fastconformer"
+    markers = "config.json with model_type parakeet_ctc, parakeet_rnnt or parakeet_tdt"
+    detect_specificity = DETECT_KEYED_VALUE
+    tensor_table = TensorTable(_TABLE)
+
+    @classmethod
+    def detect(cls, path: Path) -> str | None:
+        config = Path(path) / "config.json"
+        if not config.is_file():
+            return None
+        try:
+            model_type = json.loads(config.read_text(encoding="utf-8")).get("model_type")
+        except (ValueError, UnicodeDecodeError, AttributeError, RecursionError, OSError):
+            return None
+        return f"config.json: model_type={model_type}" if model_type in MODEL_TYPES else None
+
+    @functools.cached_property
+    def _config(self) -> dict:
+        return read_json_object(self.path / "config.json")
+
+    @functools.cached_property
+    def _weight_files(self) -> list[Path]:
+        return weight_files(self.path)
+
+    def source_files(self) -> list[Path]:
+        return list(self._weight_files)
+
+    def build_config(self) -> FastConformerConfig:
+        return FastConformerConfig.from_hf(self._config, feature_extractor_settings(self.path))
+
+    def load_state_dict(self):
+        return load_weights(self._weight_files)
+
+    def build_specs(self, config):
+        files = {"tokenizer.json": self.path / "tokenizer.json"} if (self.path / "tokenizer.json").is_file() else {}
+        tokenizer, features, decoding = fastconformer_specs(config, files, language=None)
+        return tokenizer, files, features, decoding
+
+    def notes(self) -> list[str]:
+        if (self.path / "tokenizer.json").is_file():
+            return []
+        return [f"{self.path} has no tokenizer.json: the model cannot turn tokens into text"]

@@ -1,0 +1,224 @@
+"""The (Fast)Conformer encoder: convolutional subsampling, then Conformer blocks.
+
+Module and parameter names follow NeMo's ``ConformerEncoder`` so NeMo state dicts load one to
+one. Shapes: B batch, T frames, F mel channels, C model width, H heads, D head size.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .config import FastConformerConfig
+
+
+def conv_output_lengths(lengths, layers: int, kernel: int = 3, stride: int = 2):
+    """Frames (a tensor or an int) left after ``layers`` stride-2 convolutions padded by
+    (kernel - 1) // 2 per side."""
+    pad = (kernel - 1) // 2
+    for _ in range(layers):
+        lengths = (lengths + 2 * pad - kernel) // stride + 1
+    return lengths
+
+
+class ConvSubsampling(nn.Module):
+    """NeMo's ``ConvSubsampling``: [B, T, F] -> [B, T / factor, C].
+
+    ``dw_striding`` (FastConformer): a full 3x3 stride-2 conv, then depthwise stride-2 + pointwise
+    pairs; ``striding`` (Conformer): full 3x3 stride-2 convs. ReLU after each stage. Frames past
+    a row's length are zeroed after every conv so padding never leaks into valid frames.
+    """
+
+    def __init__(self, cfg: FastConformerConfig):
+        super().__init__()
+        self.stages = int(math.log2(cfg.subsampling_factor))
+        k, ch = cfg.subsampling_kernel, cfg.subsampling_conv_channels
+        self.kernel, pad = k, (k - 1) // 2
+        layers: list[nn.Module] = [nn.Conv2d(1, ch, k, stride=2, padding=pad), nn.ReLU()]
+        for _ in range(self.stages - 1):
+            if cfg.subsampling == "dw_striding":
+                layers += [nn.Conv2d(ch, ch, k, stride=2, padding=pad, groups=ch), nn.Conv2d(ch, ch, 1), nn.ReLU()]
+            else:
+                layers += [nn.Conv2d(ch, ch, k, stride=2, padding=pad), nn.ReLU()]
+        self.conv = nn.Sequential(*layers)
+        freq = conv_output_lengths(cfg.n_mels, self.stages, k)
+        self.out = nn.Linear(ch * freq, cfg.d_model)
+
+    def forward(self, x: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
+        x = x.unsqueeze(1)  # [B, 1, T, F]
+        current = lengths
+        for layer in self.conv:
+            x = layer(x)
+            if isinstance(layer, nn.Conv2d):
+                if layer.stride[0] != 1:
+                    current = conv_output_lengths(current, 1, self.kernel)
+                keep = torch.arange(x.shape[2], device=x.device) < current[:, None]
+                x = x * keep[:, None, :, None].to(x.dtype)
+        b, c, t, f = x.shape
+        return self.out(x.transpose(1, 2).reshape(b, t, c * f)), current
+
+
+def relative_positions(length: int, channels: int, device, dtype) -> Tensor:
+    """Transformer-XL sinusoids for offsets length-1 .. -(length-1): [2T-1, C], sin/cos interleaved."""
+    offsets = torch.arange(length - 1, -length, -1, device=device, dtype=torch.float32)
+    inv_freq = torch.exp(torch.arange(0, channels, 2, device=device, dtype=torch.float32) * (-math.log(10000.0) / channels))
+    angles = offsets[:, None] * inv_freq[None, :]
+    return torch.stack([angles.sin(), angles.cos()], dim=-1).reshape(len(offsets), channels).to(dtype)
+
+
+class RelPositionMultiHeadAttention(nn.Module):
+    """Self-attention with relative positions and untied content/position biases (Dai et al. 2019)."""
+
+    def __init__(self, cfg: FastConformerConfig):
+        super().__init__()
+        c, self.h = cfg.d_model, cfg.n_heads
+        self.d = c // self.h
+        bias = cfg.linear_bias
+        self.linear_q = nn.Linear(c, c, bias=bias)
+        self.linear_k = nn.Linear(c, c, bias=bias)
+        self.linear_v = nn.Linear(c, c, bias=bias)
+        self.linear_out = nn.Linear(c, c, bias=bias)
+        self.linear_pos = nn.Linear(c, c, bias=False)
+        self.pos_bias_u = nn.Parameter(torch.zeros(self.h, self.d))
+        self.pos_bias_v = nn.Parameter(torch.zeros(self.h, self.d))
+
+    @staticmethod
+    def rel_shift(x: Tensor) -> Tensor:
+        """[B, H, T, 2T-1] scores per offset -> scores per key position (the Transformer-XL shift)."""
+        b, h, t, p = x.shape
+        x = F.pad(x, (1, 0)).view(b, h, p + 1, t)
+        return x[:, :, 1:].reshape(b, h, t, p)
+
+    def forward(self, x: Tensor, pos: Tensor, mask: Tensor | None) -> Tensor:
+        """x [B, T, C], pos [2T-1, C], mask [B, 1, T, T] additive (0 or -inf-like) -> [B, T, C]."""
+        b, t, _ = x.shape
+        q = self.linear_q(x).view(b, t, self.h, self.d)
+        k = self.linear_k(x).view(b, t, self.h, self.d).transpose(1, 2)
+        v = self.linear_v(x).view(b, t, self.h, self.d).transpose(1, 2)
+        p = self.linear_pos(pos).view(-1, self.h, self.d).permute(1, 2, 0)  # [H, D, 2T-1]
+        q_u = (q + self.pos_bias_u).transpose(1, 2)
+        q_v = (q + self.pos_bias_v).transpose(1, 2)
+        scale = self.d**-0.5
+        bd = self.rel_shift(q_v @ p)[..., :t] * scale  # position term, added to the content scores
+        if mask is not None:
+            bd = bd + mask
+        out = F.scaled_dot_product_attention(q_u, k, v, attn_mask=bd, scale=scale)
+        return self.linear_out(out.transpose(1, 2).reshape(b, t, -1))
+
+
+class FeedForward(nn.Module):
+    def __init__(self, cfg: FastConformerConfig):
+        super().__init__()
+        self.linear1 = nn.Linear(cfg.d_model, cfg.ff_hidden, bias=cfg.linear_bias)
+        self.linear2 = nn.Linear(cfg.ff_hidden, cfg.d_model, bias=cfg.linear_bias)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.linear2(F.silu(self.linear1(x)))
+
+
+class ChannelLayerNorm(nn.LayerNorm):
+    """LayerNorm over the channels of a [B, C, T] tensor (NeMo's conv_norm_type: layer_norm)."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return super().forward(x.transpose(1, 2)).transpose(1, 2)
+
+
+class ConvModule(nn.Module):
+    """Pointwise conv + GLU, depthwise conv, BatchNorm or LayerNorm, swish, pointwise conv."""
+
+    def __init__(self, cfg: FastConformerConfig):
+        super().__init__()
+        c, k, bias = cfg.d_model, cfg.conv_kernel_size, cfg.conv_bias
+        self.pointwise_conv1 = nn.Conv1d(c, 2 * c, 1, bias=bias)
+        self.depthwise_conv = nn.Conv1d(c, c, k, padding=(k - 1) // 2, groups=c, bias=bias)
+        self.batch_norm = nn.BatchNorm1d(c) if cfg.conv_norm_type == "batch_norm" else ChannelLayerNorm(c)
+        self.pointwise_conv2 = nn.Conv1d(c, c, 1, bias=bias)
+
+    def forward(self, x: Tensor, pad: Tensor | None) -> Tensor:
+        """x [B, T, C], pad [B, T] True at padded frames -> [B, T, C]."""
+        x = F.glu(self.pointwise_conv1(x.transpose(1, 2)), dim=1)
+        if pad is not None:  # padded frames must not reach valid ones through the depthwise kernel
+            x = x.masked_fill(pad[:, None, :], 0.0)
+        x = self.pointwise_conv2(F.silu(self.batch_norm(self.depthwise_conv(x))))
+        return x.transpose(1, 2)
+
+
+class ConformerLayer(nn.Module):
+    """Macaron block: half-step FF, attention, conv, half-step FF, each pre-normed, then a norm."""
+
+    def __init__(self, cfg: FastConformerConfig):
+        super().__init__()
+        c = cfg.d_model
+        self.norm_feed_forward1 = nn.LayerNorm(c)
+        self.feed_forward1 = FeedForward(cfg)
+        self.norm_self_att = nn.LayerNorm(c)
+        self.self_attn = RelPositionMultiHeadAttention(cfg)
+        self.norm_conv = nn.LayerNorm(c)
+        self.conv = ConvModule(cfg)
+        self.norm_feed_forward2 = nn.LayerNorm(c)
+        self.feed_forward2 = FeedForward(cfg)
+        self.norm_out = nn.LayerNorm(c)
+
+    def forward(self, x: Tensor, pos: Tensor, mask: Tensor | None, pad: Tensor | None) -> Tensor:
+        x = x + 0.5 * self.feed_forward1(self.norm_feed_forward1(x))
+        x = x + self.self_attn(self.norm_self_att(x), pos, mask)
+        x = x + self.conv(self.norm_conv(x), pad)
+        x = x + 0.5 * self.feed_forward2(self.norm_feed_forward2(x))
+        return self.norm_out(x)
+
+
+def attention_mask(lengths: Tensor, t: int, cfg: FastConformerConfig, dtype) -> tuple[Tensor | None, Tensor | None]:
+    """Additive [B, 1, T, T] mask (padding and limited context) and the [B, T] padding flags.
+
+    Both are None when nothing is masked, so full-context unpadded input takes the fast path.
+    """
+    frames = torch.arange(t, device=lengths.device)
+    valid = frames[None, :] < lengths[:, None]  # [B, T]
+    allowed = valid[:, None, :] & valid[:, :, None]  # [B, Tq, Tk]
+    left, right = cfg.att_context_size
+    limited = left >= 0 or right >= 0
+    if limited:
+        offset = frames[None, :] - frames[:, None]  # key - query
+        if cfg.att_context_style == "chunked_limited":
+            size = right + 1
+            chunk = frames // size
+            diff = chunk[:, None] - chunk[None, :]  # query chunk - key chunk
+            band = (diff >= 0) & (diff <= (left // size if left >= 0 else t))
+        else:
+            band = torch.ones(t, t, dtype=torch.bool, device=lengths.device)
+            if left >= 0:
+                band &= offset >= -left
+            if right >= 0:
+                band &= offset <= right
+        allowed = allowed & band
+    if bool(valid.all()) and not limited:
+        return None, None
+    # A fully masked row (a padded query) would softmax to NaN: let it see itself instead.
+    allowed = allowed | torch.eye(t, dtype=torch.bool, device=lengths.device)
+    mask = torch.zeros(allowed.shape, dtype=dtype, device=lengths.device)
+    mask = mask.masked_fill(~allowed, torch.finfo(dtype).min)
+    return mask[:, None], ~valid
+
+
+class ConformerEncoder(nn.Module):
+    """features [B, F, T] (NeMo's layout), lengths [B] -> encoded [B, T', C], lengths [B]."""
+
+    def __init__(self, cfg: FastConformerConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.pre_encode = ConvSubsampling(cfg)
+        self.layers = nn.ModuleList(ConformerLayer(cfg) for _ in range(cfg.n_layers))
+        self.xscale = math.sqrt(cfg.d_model) if cfg.xscaling else 1.0
+
+    def forward(self, features: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
+        x, lengths = self.pre_encode(features.transpose(1, 2), lengths)
+        x = x * self.xscale
+        t = x.shape[1]
+        pos = relative_positions(t, self.cfg.d_model, x.device, x.dtype)
+        mask, pad = attention_mask(lengths, t, self.cfg, x.dtype)
+        for layer in self.layers:
+            x = layer(x, pos, mask, pad)
+        return x, lengths

@@ -1,0 +1,69 @@
+"""FastConformer heads under NeMo's names: CTC (``ConvASRDecoder``), the RNN-T prediction
+network (``RNNTDecoder``) and the joint network (``RNNTJoint``, with TDT duration logits).
+
+Shapes: B batch, T frames, C encoder width, P prediction width, J joint width, V labels with
+the blank (the blank is the last label), K durations.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .config import FastConformerConfig
+
+ACTIVATIONS = {"relu": F.relu, "tanh": torch.tanh, "sigmoid": torch.sigmoid, "silu": F.silu, "swish": F.silu}
+
+
+class ConvASRDecoder(nn.Module):
+    """A 1x1 convolution from encoder frames to label logits."""
+
+    def __init__(self, cfg: FastConformerConfig):
+        super().__init__()
+        self.decoder_layers = nn.Sequential(nn.Conv1d(cfg.d_model, cfg.vocab_size + 1, 1))
+
+    def forward(self, encoded: Tensor) -> Tensor:
+        """encoded [B, T, C] -> logits [B, T, V]."""
+        return self.decoder_layers(encoded.transpose(1, 2)).transpose(1, 2)
+
+
+class _Prediction(nn.Module):
+    """NeMo's ``decoder.prediction`` dict: ``embed`` and ``dec_rnn.lstm``."""
+
+    def __init__(self, cfg: FastConformerConfig):
+        super().__init__()
+        self.embed = nn.Embedding(cfg.vocab_size + 1, cfg.pred_hidden)
+        self.dec_rnn = nn.Module()
+        self.dec_rnn.lstm = nn.LSTM(cfg.pred_hidden, cfg.pred_hidden, cfg.pred_rnn_layers, batch_first=True)
+
+
+class PredictionNetwork(nn.Module):
+    """Embedding + LSTM over the labels emitted so far; the blank starts every sequence.
+
+    The blank's embedding row is used as the start input: NeMo keeps that row at zero
+    (``blank_as_pad``), which is NeMo's zero start input; transformers uses the row as stored.
+    """
+
+    def __init__(self, cfg: FastConformerConfig):
+        super().__init__()
+        self.prediction = _Prediction(cfg)
+
+    def forward(self, labels: Tensor, state: tuple[Tensor, Tensor] | None = None):
+        """labels [B, U] -> outputs [B, U, P], (h, c) each [layers, B, P]."""
+        return self.prediction.dec_rnn.lstm(self.prediction.embed(labels), state)
+
+
+class JointNetwork(nn.Module):
+    """logits = W act(enc(f) + pred(g)) + b; a TDT joint appends K duration logits."""
+
+    def __init__(self, cfg: FastConformerConfig):
+        super().__init__()
+        self.enc = nn.Linear(cfg.d_model, cfg.joint_hidden)
+        self.pred = nn.Linear(cfg.pred_hidden, cfg.joint_hidden)
+        self.activation = ACTIVATIONS[cfg.joint_activation]
+        self.joint_net = nn.Sequential(nn.Identity(), nn.Identity(), nn.Linear(cfg.joint_hidden, cfg.vocab_size + 1 + len(cfg.durations)))
+
+    def forward(self, enc_proj: Tensor, pred_proj: Tensor) -> Tensor:
+        """Projected encoder and prediction vectors (broadcastable, [..., J]) -> [..., V + K]."""
+        return self.joint_net[2](self.activation(enc_proj + pred_proj))

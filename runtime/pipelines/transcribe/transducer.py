@@ -1,0 +1,91 @@
+"""The ``rnnt`` and ``tdt`` engines: transducer models decoded greedily by batched label looping.
+
+The model gives ``encode``, ``project_encoder``, ``predict`` and ``joint_logits`` (see
+``oasr.decoding.transducer``); its bundle names the blank (``DecodingDefaults.blank_id``), TDT
+``durations`` and ``max_symbols_per_step``. A token's time is its emitting frame; TDT tokens span
+their predicted duration, RNN-T tokens one frame (the subsampled hop). Long audio runs in
+overlapping chunks (``longform.py``), ``batch_size`` chunks per encoder pass. A hybrid RNNT+CTC
+model (``options["ctc_head"]``) decodes with its CTC head given ``TransducerDecoding(decoder="ctc")``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+import numpy as np
+import torch
+
+from ...decoding.transducer import greedy_transducer
+from ...errors import CapabilityError
+from ...features import feature_extractor
+from ...options import CtcDecoding, TranscribeOptions, TransducerDecoding
+from . import EngineOutput
+from . import ctc
+from .longform import TimedWord, keep_own, plan_chunks, to_segments
+
+log = logging.getLogger("oasr")
+
+CAN_DO = "greedy transducer decoding (--max-symbols-per-step), --decoder ctc on hybrid models, chunking and word timestamps"
+
+
+class Engine:
+    def __new__(cls, loaded, options: TranscribeOptions):
+        ctc.refuse_foreign_section(options, loaded.decoding.family, TransducerDecoding, CAN_DO)
+        section = options.decoding or TransducerDecoding()
+        if section.decoder == "ctc":
+            if not loaded.decoding.options.get("ctc_head"):
+                raise CapabilityError(
+                    f"--decoder ctc needs a hybrid RNNT+CTC model; this {loaded.architecture} model has a transducer head only"
+                )
+            # The CTC engine over the hybrid's auxiliary head (the blank is the same last label).
+            return ctc.Engine(loaded, dataclasses.replace(options, decoding=None), CtcDecoding(section.beam_size))
+        return super().__new__(cls)
+
+    def __init__(self, loaded, options: TranscribeOptions):
+        section = options.decoding or TransducerDecoding()
+        defaults = loaded.decoding
+        if defaults.blank_id is None:
+            raise CapabilityError(f"this {loaded.architecture} bundle names no blank id; re-convert it")
+        self.language = defaults.options.get("language", "")
+        if options.language is not None and self.language and options.language != self.language:
+            raise CapabilityError(f"this {loaded.architecture} model transcribes {self.language} only, not {options.language!r}")
+        self.loaded, self.options = loaded, options
+        self.tokenizer = loaded.tokenizer()
+        self.blank = defaults.blank_id
+        self.durations = tuple(defaults.options.get("durations", ()))
+        self.max_symbols = section.max_symbols_per_step or defaults.options.get("max_symbols_per_step", 10)
+        self.length = options.chunk_length or defaults.options.get("chunk_length", ctc.CHUNK_LENGTH)
+        self.overlap = options.chunk_overlap if options.chunk_overlap is not None else defaults.options.get("chunk_overlap", ctc.CHUNK_OVERLAP)
+        if self.overlap * 2 >= self.length:
+            raise CapabilityError(f"a chunk overlap of {self.overlap:g} s needs chunks longer than {2 * self.overlap:g} s")
+
+    def run(self, samples: np.ndarray, speech_map, duration: float, progress) -> EngineOutput:
+        spec = self.loaded.feature_spec
+        rate = spec.sample_rate
+        model = self.loaded.model
+        parameter = next(model.parameters())
+        features_of = feature_extractor(spec)
+        frame_seconds = spec.hop_length * model.output_stride / rate
+        chunks = plan_chunks(len(samples), rate, self.length, self.overlap)
+        log.debug("%d chunk(s) of %.1f s, %.1f s overlap", len(chunks), self.length, self.overlap)
+        words: list[TimedWord] = []
+        audio = torch.from_numpy(samples).to(parameter.device)
+        for first in range(0, len(chunks), self.options.batch_size):
+            batch = chunks[first : first + self.options.batch_size]
+            feats = [features_of(audio[c.start : c.end], spec) for c in batch]
+            lengths = torch.tensor([f.shape[-1] for f in feats], device=parameter.device)
+            padded = torch.nn.utils.rnn.pad_sequence([f.T for f in feats], batch_first=True).transpose(1, 2)
+            with torch.no_grad():
+                encoded, enc_lengths = model.encode(padded.to(parameter.dtype), lengths)
+                rows = greedy_transducer(
+                    model, encoded, enc_lengths, blank_id=self.blank, durations=self.durations, max_symbols=self.max_symbols
+                )
+            for c, tokens in zip(batch, rows):
+                spans = [(t.id, t.frame, t.frame + max(t.duration, 1), t.probability) for t in tokens]
+                words += keep_own(ctc.words_from_tokens(self.tokenizer, spans, c.start / rate, frame_seconds), c)
+            if progress is not None:
+                done = batch[-1].own_end
+                progress(min(speech_map.to_original(done) if speech_map else done, duration), duration)
+        segments = to_segments(words, speech_map, duration, with_words=self.options.word_timestamps)
+        return EngineOutput(segments, self.language if segments else "", None)

@@ -1,0 +1,240 @@
+"""Transducer and CTC decoding apart from any network, and the engines' option handling.
+
+The batched label-looping greedy decoder is compared with a plain one-utterance frame loop
+written here (NeMo's greedy semantics) on a toy joint whose labels depend on frame and history,
+with rows of different lengths in one batch; CTC prefix beam search with an exhaustive search
+over every label sequence (their probabilities summed over alignments by torch's CTC loss).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+import pytest
+import torch
+
+from oasr.decoding.ctc import beam_ctc, greedy_ctc
+from oasr.decoding.transducer import greedy_transducer
+
+V = 6  # labels with the blank
+BLANK = V - 1
+
+
+class ToyTransducer:
+    """A joint whose scores depend on the frame and on the prediction state (an RNN over labels)."""
+
+    def __init__(self, seed: int, durations: int = 0, width: int = 8, blank_bias: float = 0.0):
+        g = torch.Generator().manual_seed(seed)
+        self.embed = torch.randn(V, width, generator=g)
+        self.recur = torch.randn(width, width, generator=g) * 0.5
+        self.out = torch.randn(width, V + durations, generator=g) * 2
+        self.out_bias = torch.zeros(V + durations)
+        self.out_bias[BLANK] = blank_bias
+
+    def project_encoder(self, encoded):
+        return encoded
+
+    def predict(self, labels, state=None):
+        prev = state[0][0] if state is not None else torch.zeros(labels.shape[0], self.embed.shape[1])
+        h = torch.tanh(self.embed[labels] + prev @ self.recur)
+        return h, (h[None], h[None])
+
+    def joint_logits(self, f, g):
+        return torch.relu(f + g) @ self.out + self.out_bias
+
+
+def reference_greedy(model, f, blank, durations, max_symbols):
+    """One utterance, one frame at a time: f [T, J] -> label ids."""
+    g, state = model.predict(torch.tensor([blank]))
+    ids, t, symbols = [], 0, 0
+    while t < f.shape[0]:
+        logits = model.joint_logits(f[t : t + 1], g)[0]
+        label = int(logits[: blank + 1].argmax())
+        step = durations[int(logits[blank + 1 :].argmax())] if durations else (1 if label == blank else 0)
+        if label == blank:
+            t, symbols = t + max(step, 1), 0
+            continue
+        ids.append(label)
+        symbols = symbols + 1 if step == 0 else 0
+        if symbols >= max_symbols:
+            step, symbols = max(step, 1), 0
+        t += step
+        g, state = model.predict(torch.tensor([label]), state)
+    return ids
+
+
+@pytest.mark.parametrize("durations", [(), (0, 1, 2, 3, 4), (0, 2, 4)])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_batched_label_looping_matches_plain_greedy(durations, seed):
+    model = ToyTransducer(seed, len(durations), blank_bias=0.5)
+    g = torch.Generator().manual_seed(100 + seed)
+    lengths = torch.tensor([40, 17, 33, 1])
+    encoded = torch.randn(4, 40, 8, generator=g) * 2
+    rows = greedy_transducer(model, encoded, lengths, blank_id=BLANK, durations=durations, max_symbols=3)
+    emitted = 0
+    for r, n in enumerate(lengths.tolist()):
+        ref = reference_greedy(model, encoded[r, :n], BLANK, durations, 3)
+        assert [t.id for t in rows[r]] == ref
+        frames = [t.frame for t in rows[r]]
+        assert frames == sorted(frames) and all(0 <= f < n for f in frames)
+        if durations:
+            assert all(t.duration in durations for t in rows[r])
+        emitted += len(ref)
+    assert emitted > 10
+
+
+def test_max_symbols_guard_moves_on():
+    """A joint that never emits a blank: exactly max_symbols labels per frame, then the next frame."""
+    model = ToyTransducer(0, blank_bias=-100.0)
+    rows = greedy_transducer(model, torch.zeros(1, 5, 8), torch.tensor([5]), blank_id=BLANK, max_symbols=4)
+    assert [t.frame for t in rows[0]] == [f for f in range(5) for _ in range(4)]
+
+
+def test_all_blank_and_empty_input():
+    model = ToyTransducer(0, blank_bias=100.0)
+    assert greedy_transducer(model, torch.zeros(2, 6, 8), torch.tensor([6, 0]), blank_id=BLANK) == [[], []]
+
+
+def _best_by_exhaustion(log_probs, blank, max_len):
+    """The label sequence with the highest total (all-alignment) probability, by enumeration."""
+    ctc = torch.nn.CTCLoss(blank=blank, reduction="sum")
+    t = log_probs.shape[0]
+    best, best_score = (), -float("inf")
+    for n in range(max_len + 1):
+        for seq in itertools.product([i for i in range(log_probs.shape[1]) if i != blank], repeat=n):
+            if n == 0:
+                score = float(log_probs[:, blank].sum())
+            else:
+                loss = ctc(log_probs[:, None], torch.tensor([seq]), torch.tensor([t]), torch.tensor([n]))
+                score = -float(loss)
+            if score > best_score:
+                best, best_score = seq, score
+    return list(best)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_ctc_prefix_beam_search_finds_the_most_probable_sequence(seed):
+    g = torch.Generator().manual_seed(seed)
+    log_probs = (torch.randn(6, 3, generator=g) * 1.5).log_softmax(-1)  # blank 0, labels 1 and 2
+    expected = _best_by_exhaustion(log_probs, 0, 6)
+    assert [t.id for t in beam_ctc(log_probs, 0, beam_size=64)] == expected
+
+
+def test_ctc_beam_search_can_beat_greedy():
+    """Two frames where greedy's best path (blank, blank) loses to the label summed over its paths."""
+    p = torch.tensor([[0.4, 0.35, 0.25], [0.4, 0.3, 0.3]]).log()
+    assert greedy_ctc(p, 0) == []
+    assert [t.id for t in beam_ctc(p, 0, beam_size=8)] == _best_by_exhaustion(p, 0, 2) != []
+
+
+# --- the engines on a hybrid RNNT+CTC bundle ------------------------------------------------------
+
+BLANK_BIAS = 4.0  # labels on some frames, blanks on most
+PIECES = ["<unk>", "▁the", "▁cat", "▁sat", "▁on", "s", "ed", "▁a", "▁dog", "o"]
+
+
+@pytest.fixture(scope="module")
+def hybrid_bundle(tmp_path_factory):
+    """A native FastConformer bundle with a transducer and a CTC head (random weights)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+    from oasr import __version__
+    from oasr.io.bundle import BundleConfig, write_bundle
+    from oasr.models.fastconformer import FastConformer, FastConformerConfig
+    from oasr.models.fastconformer.specs import fastconformer_specs
+    from oasr.specs import Provenance
+
+    root = tmp_path_factory.mktemp("hybrid")
+    tok = Tokenizer(models.Unigram([(p, -1.0 - 0.1 * i) for i, p in enumerate(PIECES)], unk_id=0))
+    tok.pre_tokenizer, tok.decoder = pre_tokenizers.Metaspace(), decoders.Metaspace()
+    tok.save(str(root / "tokenizer.json"))
+    config = FastConformerConfig(
+        n_mels=80, d_model=32, n_layers=1, n_heads=4, ff_hidden=64, vocab_size=len(PIECES), head="rnnt", hybrid_ctc=True,
+        subsampling_factor=4, subsampling_conv_channels=8, pred_hidden=16, pred_rnn_layers=1, joint_hidden=16,
+        att_context_size=(20, 2),
+    )
+    model = FastConformer(config).eval()
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():  # wider than torch's init, so the labels follow the audio
+        for name, p in model.named_parameters():
+            if p.dim() > 1 and "pos_bias" not in name:
+                p.copy_(torch.randn(p.shape, generator=g) * 1.5 / p[0].numel() ** 0.5)
+        model.joint.joint_net[2].bias[config.blank_id] += BLANK_BIAS
+    files = {"tokenizer.json": root / "tokenizer.json"}
+    tokenizer, features, decoding = fastconformer_specs(config, files)
+    bundle = root / "bundle"
+    write_bundle(
+        bundle,
+        BundleConfig(
+            architecture="fastconformer", model=config.to_dict(), dtype="float32", tokenizer=tokenizer, features=features,
+            decoding=decoding, provenance=Provenance(source_format="test", oasr_version=__version__),
+            capabilities=tuple(sorted(FastConformer.capabilities)),
+        ),
+        model.state_dict(),
+        files,
+    )
+    return bundle
+
+
+@pytest.fixture(scope="module")
+def speech(jfk_wav):
+    import soundfile as sf
+
+    audio, _ = sf.read(jfk_wav, dtype="float32")
+    return audio[: 5 * 16000]
+
+
+def _direct(bundle, audio, head: str) -> str:
+    """The transcript straight from the model and the decoders, no engine."""
+    import oasr
+    from oasr.features import feature_extractor
+
+    loaded = oasr.load_pretrained(str(bundle))
+    model, spec = loaded.model, loaded.feature_spec
+    features = feature_extractor(spec)(torch.from_numpy(audio), spec)[None]
+    with torch.no_grad():
+        encoded, lengths = model.encode(features, torch.tensor([features.shape[-1]]))
+        if head == "ctc":
+            ids = [t.id for t in greedy_ctc(model.ctc_logits(encoded)[0].log_softmax(-1), model.blank_id)]
+        else:
+            ids = [t.id for t in greedy_transducer(model, encoded, lengths, blank_id=model.blank_id)[0]]
+    return loaded.tokenizer().decode(ids)
+
+
+def test_hybrid_decodes_with_either_head(hybrid_bundle, speech):
+    import oasr
+    from oasr.options import TransducerDecoding
+
+    default = oasr.transcribe(speech, str(hybrid_bundle))
+    with_ctc = oasr.transcribe(speech, str(hybrid_bundle), oasr.TranscribeOptions(decoding=TransducerDecoding(decoder="ctc")))
+    transducer_text, ctc_text = _direct(hybrid_bundle, speech, "rnnt"), _direct(hybrid_bundle, speech, "ctc")
+    assert transducer_text and ctc_text and transducer_text != ctc_text
+    assert default.text.strip() == transducer_text
+    assert with_ctc.text.strip() == ctc_text
+    beam = oasr.transcribe(speech, str(hybrid_bundle), oasr.TranscribeOptions(decoding=TransducerDecoding(decoder="ctc", beam_size=4)))
+    assert beam.text.strip()
+
+
+def test_long_form_chunks_and_word_times(hybrid_bundle, speech):
+    import oasr
+
+    audio = np.concatenate([speech] * 3)  # 15 s in 6 s chunks with 1 s overlap
+    t = oasr.transcribe(audio, str(hybrid_bundle), oasr.TranscribeOptions(chunk_length=6.0, chunk_overlap=1.0, word_timestamps=True, batch_size=2))
+    words = [w for s in t.segments for w in s.words]
+    assert words and all(0 <= w.start < w.end <= 15.0 + 1e-6 for w in words)
+    assert all(a.start <= b.start for a, b in zip(words, words[1:]))
+    assert max(w.end for w in words) > 10.0  # the last chunk was decoded too
+
+
+def test_options_a_transducer_cannot_honour_are_refused(hybrid_bundle, speech):
+    import oasr
+    from oasr.options import TransducerDecoding, WhisperDecoding
+
+    with pytest.raises(oasr.CapabilityError, match="greedy transducer decoding"):
+        oasr.transcribe(speech, str(hybrid_bundle), oasr.TranscribeOptions(decoding=WhisperDecoding(initial_prompt="Kennedy")))
+    with pytest.raises(oasr.InputError, match="--decoder ctc"):
+        TransducerDecoding(beam_size=4)
+    with pytest.raises(oasr.InputError, match="unknown --decoder"):
+        TransducerDecoding(decoder="attention")
