@@ -1,0 +1,170 @@
+"""oasr separate SONG [SONG ...] [-m htdemucs] [-o DIR] [--two-stems X | --stems a,b] ...
+
+Policy only: flags -> SeparateOptions and where each stem goes (``DIR/<model>/<track>/<stem>.<ext>``
+as demucs lays it out, or a --filename template), then one ``oasr.separate`` per song with the
+model loaded once. Batch rules as ``oasr_cli.batch``: every input is checked before the model
+loads, a failed song is one line and the batch goes on (--fail-fast stops), exit 1 at the end.
+stdout lists the files written (--json: a JSON report per song, JSON Lines for several).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import string
+import sys
+import time
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from oasr.options import SEPARATE_CLIPS, SEPARATE_MAX_BATCH, SEPARATE_MAX_SHIFTS, SeparateOptions
+
+from ..options import DeviceOpt, Device, Dtype, DtypeOpt, FailFastOpt, JsonOpt, ModelOpt, QuietOpt, VerboseOpt, from_flags, usage
+
+log = logging.getLogger("oasr")
+
+DEFAULTS = SeparateOptions()
+DEFAULT_TEMPLATE = "{track}/{stem}.{ext}"
+TEMPLATE_FIELDS = ("track", "trackext", "stem", "ext", "model")
+Clip = Enum("Clip", {name: name for name in SEPARATE_CLIPS}, type=str)
+Format = Enum("Format", {"wav": "wav", "flac": "flac"}, type=str)
+
+SEPARATION = "Separation"
+OUTPUT = "Output"
+
+EXAMPLES = """Examples:
+
+Four stems of a song into separated/htdemucs/song/{drums,bass,other,vocals}.wav:
+  oasr separate song.mp3
+
+Vocals and the accompaniment only, as 24-bit FLAC, into stems/:
+  oasr separate --two-stems vocals --format flac --int24 -o stems song.wav
+
+The fine-tuned bag, two shifts, files named song_vocals.wav:
+  oasr separate -m htdemucs_ft --shifts 2 --filename "{track}_{stem}.{ext}" *.wav
+"""
+
+
+def model_label(model: str) -> str:
+    """The <model> folder: the registry name, or a path's file or folder name."""
+    path = Path(model)
+    return path.stem if (path.suffix in (".th", ".yaml", ".yml") or len(path.parts) > 1 or path.exists()) else model
+
+
+def stem_paths(out: Path, template: str, model: str, song: str, names, ext: str) -> dict[str, Path]:
+    """stem -> DIR/<model>/<template filled in>, each a plain path inside DIR/<model>."""
+    from oasr.errors import InputError
+    from oasr.io.files import inside
+
+    name = "stdin" if song == "-" else Path(song).name
+    track, _, trackext = name.rpartition(".") if "." in name else (name, "", "")
+    folder = out / model
+    paths = {}
+    for stem in names:
+        rendered = template.format(track=track, trackext=trackext, stem=stem, ext=ext, model=model)
+        paths[stem] = inside(folder, rendered, what="--filename", error=InputError)
+    return paths
+
+
+def _check_template(template: str) -> None:
+    try:
+        fields = [f for _, f, _, _ in string.Formatter().parse(template) if f is not None]
+    except ValueError as e:
+        raise usage(f"--filename {template!r}: {e}") from e
+    unknown = [f for f in fields if f not in TEMPLATE_FIELDS]
+    if unknown:
+        raise usage(f"--filename knows {{{'}, {'.join(TEMPLATE_FIELDS)}}}, not {{{unknown[0]}}}")
+    if "stem" not in fields:
+        raise usage("--filename must contain {stem}: every stem needs its own file")
+
+
+def separate(
+    songs: Annotated[Optional[list[str]], typer.Argument(help="Songs to separate ('-' reads stdin).", metavar="SONG", show_default=False)] = None,
+    model: ModelOpt = "htdemucs",
+    out: Annotated[Path, typer.Option("--out", "-o", metavar="DIR", help="Folder of the results: DIR/<model>/<track>/<stem>.<ext>.", rich_help_panel=OUTPUT)] = Path("separated"),
+    filename: Annotated[str, typer.Option("--filename", metavar="TEMPLATE", help=f"Path of each stem under DIR/<model>, from {{{'}, {'.join(TEMPLATE_FIELDS)}}}.", rich_help_panel=OUTPUT)] = DEFAULT_TEMPLATE,
+    two_stems: Annotated[Optional[str], typer.Option("--two-stems", metavar="STEM", help="Write STEM and no_STEM (the sum of the others) only.", rich_help_panel=SEPARATION)] = None,
+    stems: Annotated[Optional[str], typer.Option("--stems", metavar="A,B", help="Write only these stems (comma-separated).", rich_help_panel=SEPARATION)] = None,
+    output_format: Annotated[Format, typer.Option("--format", help="wav or flac.", rich_help_panel=OUTPUT)] = Format.wav,
+    float32: Annotated[bool, typer.Option("--float32", help="32-bit float samples (wav only).", rich_help_panel=OUTPUT)] = False,
+    int24: Annotated[bool, typer.Option("--int24", help="24-bit integer samples (default: 16-bit).", rich_help_panel=OUTPUT)] = False,
+    clip: Annotated[Clip, typer.Option("--clip", help="rescale: divide a stem that would clip by its peak x 1.01; clamp: cut at +-0.99; none.", rich_help_panel=OUTPUT)] = Clip(DEFAULTS.clip),
+    segment: Annotated[Optional[float], typer.Option("--segment", metavar="S", help="Seconds per window (default and most: the model's).", rich_help_panel=SEPARATION)] = None,
+    overlap: Annotated[float, typer.Option("--overlap", metavar="F", help="Share of a window overlapping the next (0 <= F < 1).", rich_help_panel=SEPARATION)] = DEFAULTS.overlap,
+    shifts: Annotated[int, typer.Option("--shifts", metavar="N", help=f"Random shifts averaged (0..{SEPARATE_MAX_SHIFTS}); each costs one more pass.", rich_help_panel=SEPARATION)] = DEFAULTS.shifts,
+    seed: Annotated[int, typer.Option("--seed", metavar="N", help="Seed of the shifts.", rich_help_panel=SEPARATION)] = DEFAULTS.seed,
+    batch_size: Annotated[int, typer.Option("--batch-size", metavar="N", help=f"Windows per forward pass (1..{SEPARATE_MAX_BATCH}).", rich_help_panel=SEPARATION)] = DEFAULTS.batch_size,
+    json_out: JsonOpt = False,
+    device: DeviceOpt = Device.auto,
+    dtype: DtypeOpt = Dtype.auto,
+    fail_fast: FailFastOpt = False,
+    quiet: QuietOpt = False,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Separate songs into stems (drums, bass, other, vocals; guitar and piano with htdemucs_6s) with HTDemucs.
+
+    Each stem is written at the model's rate (44.1 kHz stereo) as it is separated, so a long track costs little memory; each file appears whole or not at all. The default model is htdemucs; -m takes a bundle, a demucs .th or bag yaml, or a registry name.
+
+    Several songs run as a batch with the model loaded once: a song that fails is reported on one line and the batch goes on, then exits 1 (--fail-fast stops at the first failure).
+    """
+    from oasr_cli.batch import BatchFlags, Plan, _Batch, file_progress, progress_bar
+    from oasr_cli.output import hub_progress, interactive, setup_logging
+
+    songs = list(songs or [])
+    if not songs:
+        raise usage("no song to separate: pass SONG ('-' reads stdin)")
+    if songs.count("-") > 1:
+        raise usage("stdin ('-') can be read only once")
+    if float32 and int24:
+        raise usage("--float32 and --int24 do not go together")
+    encoding = "float32" if float32 else "int24" if int24 else "int16"
+    if output_format == Format.flac and float32:
+        raise usage("FLAC holds integer samples only: use --int24 (or --format wav with --float32)")
+    _check_template(filename)
+    wanted = tuple(s.strip() for s in stems.split(",")) if stems is not None else None
+    options = from_flags(SeparateOptions, locals(), stems=wanted)
+    setup_logging(quiet, verbose)
+
+    flags = BatchFlags(songs, None, None, json_out, device.value, dtype.value, fail_fast, quiet, verbose, "separate")
+    batch = _Batch(flags, Plan([[] for _ in songs]), None)
+    pending = [src for src, _ in batch.check()]
+    if pending:
+        import oasr
+        from oasr.pipelines.separate import output_names
+        from oasr.pipelines.separate.writer import StemFiles
+
+        with hub_progress(interactive(quiet)) as progress:
+            loaded = oasr.load_pretrained(model, task="separate", device=flags.device, dtype=flags.dtype, progress=progress)
+        names = output_names(tuple(loaded.config.sources), options)
+        label = model_label(model)
+        with progress_bar(interactive(quiet)) as bar:
+            for src in pending:
+                try:
+                    files = StemFiles(stem_paths(out, filename, label, src, names, output_format.value), output_format.value, encoding)
+                    started = time.perf_counter()
+                    with file_progress(bar, src, 0.0) as callback:
+                        result = oasr.separate(src, loaded, options, files=files, device=flags.device, dtype=flags.dtype, progress=callback)
+                    log.info("%s: %.1f s of audio in %.1f s, %d stem(s)", src, result.duration, time.perf_counter() - started, len(result.stems))
+                    _print(result, json_out, several=len(songs) > 1)
+                except BrokenPipeError:
+                    break
+                except Exception as e:
+                    from oasr_cli.batch import fatal_errors
+
+                    if isinstance(e, fatal_errors()):
+                        raise
+                    if batch.fail(src, e):
+                        break
+    batch.exit_if_failed()
+
+
+def _print(result, json_out: bool, several: bool) -> None:
+    if json_out:
+        data = result.to_dict()
+        sys.stdout.write(json.dumps(data, indent=None if several else 2) + "\n")
+    else:
+        sys.stdout.write("".join(f"{stem.path}\n" for stem in result.stems))
+    sys.stdout.flush()
