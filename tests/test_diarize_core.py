@@ -1,6 +1,7 @@
-"""The model-free half of diarization, with a synthetic embedder whose speakers are known by
-construction (so a failure is the pipeline's, not a weak embedder's), and the attribution of
-speakers to transcript segments."""
+"""The model-free half of diarization: the clustering of local speakers across windows (never two
+of one window together), the reconstruction with overlap and the exclusive view, on activity and
+embeddings whose speakers are known by construction (so a failure is the pipeline's, not a weak
+model's); and the attribution of speakers to transcript segments."""
 
 from __future__ import annotations
 
@@ -13,109 +14,142 @@ from oasr.errors import InputError
 from oasr.formats import render
 from oasr.metrics.der import score_file
 from oasr.options import DiarizeOptions, TranscribeOptions, WhisperDecoding
-from oasr.pipelines.diarize import clustering
+from oasr.pipelines.diarize import clustering, reconstruct
 from oasr.pipelines.diarize.attribution import attribute_speakers
-from oasr.pipelines.diarize.timeline import diarize_regions, sliding_windows, smooth
+from oasr.pipelines.diarize.local import speaker_masks
+from oasr.pipelines.diarize.segmentation import Segmentation, window_starts
 from oasr.results import Segment, SpeakerTurn, Transcript, Word
 
-# Who speaks when: (start, end, speaker), pauses between some turns.
-SCRIPT = [(0.5, 6.0, 0), (6.0, 11.0, 1), (11.5, 20.0, 0), (20.0, 24.0, 2), (24.5, 33.0, 1), (33.0, 40.0, 2)]
+SR = 16000
+STEP = 270  # samples per frame
+T = 589  # frames per 10 s window
+# Who speaks when (start, end, speaker); speakers 0 and 1 overlap in 12-14 s.
+SCRIPT = [(0.5, 6.0, 0), (6.0, 14.0, 1), (12.0, 20.0, 0), (20.0, 26.0, 2), (26.5, 33.0, 1), (33.0, 40.0, 2)]
 
 
-def synthetic_embedder(script, noise=0.35, seed=0, dim=64):
-    """Embeds a window as the unit vector of the time-weighted mix of its speakers' voices plus
-    noise: near speaker changes the embedding is a blend, as a real one is."""
+def synthetic(script=SCRIPT, duration=40.0, step=2.0, noise=0.3, seed=0, dim=32):
+    """Segmentation and embeddings of a file whose speakers are known: each window's local
+    speakers are the script's speakers active in it (in a shuffled local order, as a real model
+    would number them), embedded as their voice plus noise."""
     rng = np.random.default_rng(seed)
     voices = rng.normal(size=(1 + max(s for *_, s in script), dim))
+    samples = int(duration * SR)
+    starts = window_starts(samples, 10 * SR, int(step * SR))
+    activity = np.zeros((len(starts), T, 3), dtype=np.float32)
+    embeddings = np.full((len(starts), 3, dim), np.nan, dtype=np.float32)
+    for w, s in enumerate(starts):
+        t = (s + np.arange(T) * STEP + 495) / SR
+        present = sorted({k for a, b, k in script if ((t >= a) & (t < b)).any()})
+        order = rng.permutation(3)
+        for k, slot in zip(present, order):
+            for a, b, kk in script:
+                if kk == k:
+                    activity[w, (t >= a) & (t < b), slot] = 1
+            v = voices[k] + noise * rng.normal(size=dim)
+            embeddings[w, slot] = v / np.linalg.norm(v)
+    seg = Segmentation(starts=starts, activity=activity, window=10 * SR, frame_step=STEP, frame_offset=495)
+    return seg, embeddings, samples
 
-    def embed(windows):
-        out = []
-        for a, b in windows:
-            mix = sum(max(0.0, min(b, e) - max(a, s)) * voices[k] for s, e, k in script)
-            v = mix / np.linalg.norm(mix) + noise * rng.normal(size=dim) / np.sqrt(dim)
-            out.append(v / np.linalg.norm(v))
-        return np.asarray(out)
 
-    return embed
+def diarize_synthetic(script=SCRIPT, exclusive=False, **kwargs):
+    seg, embeddings, samples = synthetic(script)
+    active = seg.activity.any(axis=1)
+    labels = clustering.cluster_local_speakers(
+        embeddings, active, active, threshold=kwargs.pop("threshold", 0.5), min_cluster_size=kwargs.pop("min_cluster_size", 2), **kwargs
+    )
+    frames = seg.num_global_frames(samples)
+    count = reconstruct.speaker_count(seg, frames)
+    if exclusive:
+        count = np.minimum(count, 1)
+    n = int(labels.max()) + 1
+    binary = reconstruct.binarize(reconstruct.global_activity(seg, labels, n, frames), count)
+    return labels, reconstruct.turns_from_frames(binary, seg, SR, samples / SR)
 
 
-def der(turns, script=SCRIPT):
+def der(turns, script=SCRIPT, skip_overlap=False):
     reference = [SpeakerTurn(s, e, f"ref{k}") for s, e, k in script]
-    return score_file(reference, turns, [(0, 40)], collar=0.25).der
+    return score_file(reference, turns, [(0, 40)], collar=0.25, skip_overlap=skip_overlap).der
 
 
-@pytest.mark.parametrize("method", ["spectral", "agglomerative"])
-def test_recovers_known_speakers(method):
-    regions = [(0.5, 11.0), (11.5, 24.0), (24.5, 40.0)]
-    turns = diarize_regions(regions, 40.0, synthetic_embedder(SCRIPT), DiarizeOptions(clustering=method))
+def test_recovers_known_speakers_with_overlap():
+    labels, turns = diarize_synthetic()
     assert sorted({t.speaker for t in turns}) == ["SPEAKER_00", "SPEAKER_01", "SPEAKER_02"]
     assert turns[0].speaker == "SPEAKER_00"  # numbered in order of first speech
-    assert der(turns) < 0.05
-    # Turns are sorted, inside the speech, and one speaker never overlaps another's turn.
-    assert all(a.end <= b.start for a, b in zip(turns, turns[1:]))
-    assert turns[0].start >= 0.5 and turns[-1].end <= 40.0
+    assert der(turns) < 0.03
+    # The overlap is there: two speakers at 13 s.
+    assert len({t.speaker for t in turns if t.start <= 13.0 < t.end}) == 2
+    assert all(a.start <= b.start for a, b in zip(turns, turns[1:]))
+
+
+def test_two_speakers_of_one_window_are_never_merged():
+    """Even asked for one speaker, or with a threshold that merges everything, two local speakers
+    of one window get two labels (one is left over when there is only one cluster)."""
+    seg, embeddings, _ = synthetic()
+    active = seg.activity.any(axis=1)
+    for kwargs in ({"threshold": 1.99}, {"threshold": 0.5, "num": 2}):
+        labels = clustering.cluster_local_speakers(embeddings, active, active, min_cluster_size=1, **kwargs)
+        for row, on in zip(labels, active):
+            used = row[on & (row >= 0)]
+            assert len(used) == len(set(used.tolist()))
+
+
+def test_exclusive_view_has_one_speaker_at_a_time():
+    _, turns = diarize_synthetic(exclusive=True)
+    spans = sorted((t.start, t.end) for t in turns)
+    assert all(a[1] <= b[0] + 1e-9 for a, b in zip(spans, spans[1:]))
+    assert der(turns, skip_overlap=True) < 0.03
 
 
 def test_speaker_count_options_are_honoured():
-    regions = [(0.5, 11.0), (11.5, 24.0), (24.5, 40.0)]
-    embed = synthetic_embedder(SCRIPT)
-    for method in ("spectral", "agglomerative"):
-        for kwargs, allowed in (
-            ({"num_speakers": 2}, {2}),
-            ({"num_speakers": 4}, {4}),
-            ({"max_speakers": 2}, {1, 2}),
-            ({"min_speakers": 4}, {4, 5, 6, 7, 8}),
-            ({"min_speakers": 2, "max_speakers": 3}, {3}),
-        ):
-            options = DiarizeOptions(clustering=method, min_speaker_windows=1, **kwargs)
-            speakers = {t.speaker for t in diarize_regions(regions, 40.0, embed, options)}
-            assert len(speakers) in allowed, (method, kwargs)
+    for kwargs, allowed in (({"num": 2}, {2}), ({"num": 4}, {4}), ({"high": 2}, {1, 2}), ({"low": 4}, {4, 5})):
+        labels, _ = diarize_synthetic(**kwargs)
+        assert int(labels.max()) + 1 in allowed, kwargs
 
 
-def test_one_voice_is_one_speaker_and_silence_is_nothing():
-    one = [(0.0, 30.0, 0)]
-    for method in ("spectral", "agglomerative"):
-        turns = diarize_regions([(0.0, 30.0)], 30.0, synthetic_embedder(one, noise=0.5), DiarizeOptions(clustering=method))
-        assert {t.speaker for t in turns} == {"SPEAKER_00"}
-    assert diarize_regions([], 30.0, synthetic_embedder(one), DiarizeOptions()) == []
-    # A lone short burst is still a turn (embedded whole).
-    burst = diarize_regions([(1.0, 1.3)], 5.0, synthetic_embedder([(1.0, 1.3, 0)]), DiarizeOptions())
-    assert [(t.start, t.end) for t in burst] == [(1.0, 1.3)]
+def test_one_voice_is_one_speaker():
+    labels, turns = diarize_synthetic(script=[(0.0, 40.0, 0)])
+    assert {t.speaker for t in turns} == {"SPEAKER_00"}
+    assert der(turns, script=[(0.0, 40.0, 0)]) < 0.01
 
 
-def test_windows():
-    windows = sliding_windows([(0.0, 4.0), (5.0, 6.0), (7.0, 7.2)], window=1.5, step=0.5, min_window=0.4)
-    assert windows[:2] == [(0.0, 1.5), (0.5, 2.0)] and windows[4] == (2.0, 3.5)
-    assert windows[5] == (2.5, 4.0)  # the last window ends with the region
-    assert (5.0, 6.0) in windows and all(a < 7.0 for a, _ in windows)  # short region: whole; tiny: none
+def test_reconstruction_pieces():
+    # Windows: the last is flush with the end; a short file is one window.
+    assert window_starts(30 * SR, 10 * SR, 4 * SR).tolist() == [0, 64000, 128000, 192000, 256000, 320000]
+    assert window_starts(5 * SR, 10 * SR, SR).tolist() == [0]
+    # binarize keeps the `count` most active speakers, only where they have some activity.
+    activations = np.array([[0.9, 0.2, 0.0], [0.4, 0.6, 0.5], [0.0, 0.0, 0.0], [0.3, 0.0, 0.0]])
+    got = reconstruct.binarize(activations, np.array([1, 2, 1, 2]))
+    assert got.astype(int).tolist() == [[1, 0, 0], [0, 1, 1], [0, 0, 0], [1, 0, 0]]
 
 
-def test_smoothing():
-    frames = np.full(600, -1)
-    frames[0:200], frames[200:230], frames[230:400] = 0, 1, 0  # a 0.3 s flicker inside speaker 0
-    frames[420:600] = 0  # back after a 0.2 s pause
-    assert smooth(frames, min_turn=0.5, merge_gap=0.5) == [[0, 0, 600]]
-    assert smooth(frames, min_turn=0.0, merge_gap=0.0) == [[0, 0, 200], [1, 200, 230], [0, 230, 400], [0, 420, 600]]
+def test_overlapped_frames_are_left_out_of_embeddings():
+    activity = np.zeros((1, 100, 3), dtype=np.float32)
+    activity[0, 0:60, 0] = 1
+    activity[0, 40:100, 1] = 1  # overlap 40-60
+    activity[0, 95:100, 2] = 1  # a short speaker, all overlapped
+    masks, reliable = speaker_masks(activity, min_frames=10)
+    assert masks[0, :, 0].sum() == 40 and masks[0, 40:60, 0].sum() == 0
+    assert masks[0, :, 2].sum() == 5  # nothing clean: its overlapped frames are used, but it is not reliable
+    assert reliable[0].tolist() == [True, True, False]
 
 
-def test_clustering_helpers():
-    labels = np.array([0, 0, 0, 1, 2, 2, 2, 2])
-    assert clustering.dissolve_small(labels, 3).tolist() == [0, 0, 0, -1, 2, 2, 2, 2]
-    assert clustering.dissolve_small(np.array([0, 1]), 3, keep=1).tolist() in ([-1, 1], [0, -1])
-    values = np.array([0.0, 0.01, 0.02, 0.9, 0.95])
-    assert clustering.estimate_count(values, 1, 4) == 3
-    assert clustering.estimate_count(np.array([0.0, 0.3, 0.45, 0.8, 0.9]), 1, 4) == 1  # gaps after large values
+def test_fold_small_clusters():
+    x = np.eye(3)[[0, 0, 0, 1, 1, 1, 2]] + 0.01
+    labels = np.array([0, 0, 0, 1, 1, 1, 2])
+    assert clustering.fold_small(x, labels, 2).tolist()[:6] == [0, 0, 0, 1, 1, 1]
+    assert clustering.fold_small(x, labels, 2)[-1] in (0, 1)
+    assert clustering.fold_small(x, labels, 4).tolist() == labels.tolist()  # none large: nothing folds
 
 
 def test_options_validation():
-    with pytest.raises(InputError, match="clustering"):
-        DiarizeOptions(clustering="kmeans")
     with pytest.raises(InputError, match="not both"):
         DiarizeOptions(num_speakers=2, max_speakers=3)
     with pytest.raises(InputError, match="--max-speakers must be at least --min-speakers"):
         DiarizeOptions(min_speakers=3, max_speakers=2)
-    with pytest.raises(InputError, match="step"):
-        DiarizeOptions(window=1.0, step=2.0)
+    with pytest.raises(InputError, match="--step"):
+        DiarizeOptions(step=0.1)
+    with pytest.raises(InputError, match="--threshold"):
+        DiarizeOptions(threshold=float("nan"))
     with pytest.raises(InputError, match="--diarize needs timestamps"):
         TranscribeOptions(diarize=True, decoding=WhisperDecoding(without_timestamps=True))
 

@@ -1,35 +1,30 @@
-"""oasr diarize AUDIO... [-o out.rttm]
+"""oasr diarize AUDIO... [-o out.rttm] [--plot timeline.png [--ref REF.rttm]]
 
-Policy only: flags -> DiarizeOptions and the format asked for, then one ``run_batch``
-(``oasr_cli.batch``: where the turns go, the batch, the progress bar). Diarization is
-``oasr.diarize``; the file formats ``oasr.formats.turns``.
+Policy only: flags -> DiarizeOptions, the format asked for and the optional plot, then one
+``run_batch`` (``oasr_cli.batch``: where the turns go, the batch, the progress bar).
+Diarization is ``oasr.diarize``; the file formats ``oasr.formats.turns``; the plot
+``oasr.pipelines.diarize.plot``.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import logging
 from enum import Enum
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
 from oasr.formats.turns import TURN_FORMATS
-from oasr.options import (
-    CLUSTERING,
-    DIARIZE_MAX_WINDOW,
-    DIARIZE_MIN_STEP,
-    DIARIZE_MIN_WINDOW,
-    MAX_SPEAKERS,
-    MAX_TURN_SECONDS,
-    DiarizeOptions,
-)
+from oasr.options import DIARIZE_MAX_STEP, DIARIZE_MIN_STEP, MAX_SPEAKERS, DiarizeOptions
 
-from ..batch import BatchFlags, Job, batch_command, flag_values, plan_outputs, run_batch
-from ..options import checked, from_flags, model_spec
+from ..batch import BatchFlags, Job, batch_command, check_output_path, flag_values, plan_outputs, run_batch, write_output
+from ..options import from_flags, model_spec, usage
+
+log = logging.getLogger("oasr")
 
 DEFAULTS = DiarizeOptions()
 TurnFormat = Enum("TurnFormat", {name: name for name in TURN_FORMATS}, type=str)
-Clustering = Enum("Clustering", {name: name for name in CLUSTERING}, type=str)
 
 SPEAKERS = "Speakers"
 SEGMENTATION = "Segmentation"
@@ -38,11 +33,14 @@ OUTPUT = "Output"
 
 EXAMPLES = """Examples:
 
-Who spoke when, as RTTM on stdout:
+Who spoke when, as RTTM on stdout (overlapping speech gives overlapping turns):
   oasr diarize meeting.wav
 
-A meeting of exactly three speakers, as CSV (start,end,speaker):
-  oasr diarize --num-speakers 3 -F csv meeting.wav
+A meeting of exactly three speakers, one speaker at a time, as CSV (start,end,speaker):
+  oasr diarize --num-speakers 3 --exclusive -F csv meeting.wav
+
+A timeline picture, with the reference drawn beneath:
+  oasr diarize --plot timeline.png --ref meeting.rttm -o hyp.rttm meeting.wav
 
 One RTTM of a batch, then its diarization error rate against a reference:
   oasr diarize -o hyp.rttm *.wav
@@ -59,31 +57,26 @@ def diarize(
         int, typer.Option("--min-speakers", metavar="N", help=f"The estimated count is at least N (1..{MAX_SPEAKERS}).", rich_help_panel=SPEAKERS)
     ] = DEFAULTS.min_speakers,
     max_speakers: Annotated[
-        Optional[int],
-        typer.Option("--max-speakers", metavar="N", help=f"The estimated count is at most N (up to {MAX_SPEAKERS}). Default: 8 (spectral), none (agglomerative).", rich_help_panel=SPEAKERS),
+        Optional[int], typer.Option("--max-speakers", metavar="N", help=f"The estimated count is at most N (up to {MAX_SPEAKERS}).", rich_help_panel=SPEAKERS)
     ] = None,
-    clustering: Annotated[
-        Clustering,
-        typer.Option("--clustering", help="spectral: the speaker count from the eigengap; agglomerative: merge until --threshold.", rich_help_panel=SPEAKERS),
-    ] = Clustering(DEFAULTS.clustering),
     threshold: Annotated[
         float,
-        typer.Option("--threshold", metavar="DIST", help="agglomerative: cosine distance (0..2) at which speakers stop merging; lower finds more speakers.", rich_help_panel=SPEAKERS),
+        typer.Option("--threshold", metavar="DIST", help="Cosine distance (0..2) at which clusters of local speakers stop merging; lower finds more speakers.", rich_help_panel=SPEAKERS),
     ] = DEFAULTS.threshold,
-    window: Annotated[float, typer.Option("--window", metavar="SECONDS", help=f"Speech per speaker embedding ({DIARIZE_MIN_WINDOW:g}..{DIARIZE_MAX_WINDOW:g}).", rich_help_panel=SEGMENTATION)] = DEFAULTS.window,
-    step: Annotated[float, typer.Option("--step", metavar="SECONDS", help=f"Time between embedding windows (at least {DIARIZE_MIN_STEP:g}, at most --window).", rich_help_panel=SEGMENTATION)] = DEFAULTS.step,
-    min_turn: Annotated[
-        float, typer.Option("--min-turn", metavar="SECONDS", help=f"Shorter turns next to another speaker's are given to it (0..{MAX_TURN_SECONDS:g}).", rich_help_panel=SEGMENTATION)
-    ] = DEFAULTS.min_turn,
-    merge_gap: Annotated[
-        float, typer.Option("--merge-gap", metavar="SECONDS", help=f"Turns of one speaker closer than this are joined (0..{MAX_TURN_SECONDS:g}).", rich_help_panel=SEGMENTATION)
-    ] = DEFAULTS.merge_gap,
-    vad_threshold: Annotated[
-        float, typer.Option("--vad-threshold", metavar="P", help="Speech probability (0..1) at which Silero VAD starts a speech region.", rich_help_panel=SEGMENTATION)
-    ] = DEFAULTS.vad.threshold,
-    vad_model: Annotated[
+    exclusive: Annotated[
+        bool, typer.Option("--exclusive", help="One speaker at a time: overlapped speech goes to the most active speaker.", rich_help_panel=SEGMENTATION)
+    ] = DEFAULTS.exclusive,
+    onset: Annotated[
+        float,
+        typer.Option("--onset", metavar="P", help="A local speaker is active where its probability reaches P (0..1); lower finds more quiet speech.", rich_help_panel=SEGMENTATION),
+    ] = DEFAULTS.onset,
+    step: Annotated[
+        float,
+        typer.Option("--step", metavar="SECONDS", help=f"Time between the 10 s segmentation windows ({DIARIZE_MIN_STEP:g}..{DIARIZE_MAX_STEP:g}); smaller is slower and smoother.", rich_help_panel=SEGMENTATION),
+    ] = DEFAULTS.step,
+    segmentation_model: Annotated[
         Optional[str],
-        typer.Option("--vad-model", metavar="MODEL", help="The voice activity model: a registry name (oasr models list --task vad), bundle or checkpoint. Default: the one oasr.diarize uses.", rich_help_panel=MODELS, callback=model_spec),
+        typer.Option("--segmentation-model", metavar="MODEL", help="The speaker segmentation model: a registry name (oasr models list --task speaker-segmentation), bundle or checkpoint. Default: the one oasr.diarize uses.", rich_help_panel=MODELS, callback=model_spec),
     ] = None,
     embedding_model: Annotated[
         Optional[str],
@@ -93,27 +86,53 @@ def diarize(
         Optional[TurnFormat],
         typer.Option("--output-format", "-F", help="rttm, json (with provenance) or csv (start,end,speaker; several inputs: one CSV with a file column first). Default: from -o's extension, else rttm.", rich_help_panel=OUTPUT, show_default=False),
     ] = None,
+    plot: Annotated[
+        Optional[Path],
+        typer.Option("--plot", metavar="FILE.png", help="Also draw the timeline (a lane per speaker) into FILE.png (one input; needs matplotlib).", rich_help_panel=OUTPUT),
+    ] = None,
+    ref: Annotated[
+        Optional[Path],
+        typer.Option("--ref", metavar="REF.rttm", help="With --plot: draw this reference beneath (its turns of the input's file id, or all when it holds one file).", rich_help_panel=OUTPUT),
+    ] = None,
     *,
     flags: BatchFlags,
 ) -> None:
-    """Who spoke when: speaker turns from Silero VAD, GE2E speaker embeddings and clustering.
+    """Who spoke when, overlaps included: pyannote segmentation-3.0 over 10 s windows, a GE2E embedding per local speaker, clustering across windows.
 
     RTTM goes to stdout unless -o FILE or --output-dir DIR is given. Several inputs run as a batch with the models loaded once; their RTTM turns can share one -o FILE (each line names its file), and on stdout CSV turns make one CSV with a file column. A file that fails is reported on one line and the batch goes on, then exits 1 (--fail-fast stops at the first failure).
     """
     from oasr.formats.turns import render_turns, turns_csv, turns_json
-    from oasr.pipelines.diarize import EMBEDDING_MODEL, VAD_MODEL
+    from oasr.pipelines.diarize import EMBEDDING_MODEL, SEGMENTATION_MODEL
 
     plan = plan_outputs(flags, flag_values(output_format), {f: f for f in TURN_FORMATS}, default="rttm", shared_file_format="rttm")
-    options = from_flags(DiarizeOptions, locals(), vad=checked(dataclasses.replace, DEFAULTS.vad, threshold=vad_threshold))
+    if ref is not None and plot is None:
+        raise usage("--ref is drawn by --plot; give --plot FILE.png too")
+    if plot is not None and len(flags.sources) != 1:
+        raise usage(f"--plot draws one input, not {len(flags.sources)}")
+    options = from_flags(DiarizeOptions, locals())
+    reference = None
+    if plot is not None:
+        from oasr.formats.pitch_plot import require_matplotlib
+
+        require_matplotlib()  # before any work: a missing extra is one line, exit 1
+        check_output_path(plot)
+        if ref is not None:
+            reference = _reference_turns(ref, flags.sources[0])
 
     def run(models, samples, progress):
         import oasr
 
-        vad, encoder = models
-        return oasr.diarize(samples, options, vad_model=vad, embedding_model=encoder, device=flags.device, progress=progress)
+        segmenter, encoder = models
+        turns = oasr.diarize(samples, options, segmentation_model=segmenter, embedding_model=encoder, device=flags.device, progress=progress)
+        if plot is not None:
+            from oasr.pipelines.diarize.plot import timeline_png
+
+            write_output(plot, timeline_png(turns, reference))
+            log.info("wrote %s", plot)
+        return turns
 
     job = Job(
-        models=((vad_model or VAD_MODEL, "vad"), (embedding_model or EMBEDDING_MODEL, "speaker-embedding")),
+        models=((segmentation_model or SEGMENTATION_MODEL, "speaker-segmentation"), (embedding_model or EMBEDDING_MODEL, "speaker-embedding")),
         run=run,
         render=render_turns,
         json_line=lambda turns: turns_json(turns, indent=None),
@@ -122,5 +141,20 @@ def diarize(
             "rttm": lambda turns, first: render_turns(turns, "rttm"),
             "csv": lambda turns, first: turns_csv(turns, file_column=True, header=first),
         },
+        runtime={"options": options, "plot": plot},
     )
     run_batch(flags, plan, job)
+
+
+def _reference_turns(path: Path, source: str):
+    """The reference's turns for ``source``: of its file id (the input's stem), or all of them
+    when the RTTM holds one file."""
+    from oasr.formats.rttm import read_rttm
+
+    files = read_rttm(path)
+    stem = Path(str(source)).stem
+    if stem in files:
+        return files[stem]
+    if len(files) == 1:
+        return next(iter(files.values()))
+    raise usage(f"--ref {path} holds {len(files)} files and none is {stem!r}")

