@@ -1,0 +1,269 @@
+"""The tasks ``oasr batch`` runs, one entry each: which models it loads, where an input's outputs
+go, and the work on one input, through the same runtime functions and writers the single-file
+commands use (so a batch output is byte for byte the command's).
+
+A task that lands later is one more ``register(CorpusTask(...))`` here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from ..errors import InputError
+from .manifest import Item
+
+
+@dataclass(frozen=True)
+class Work:
+    """What a batch does to each input, as plain data: it travels to worker processes and Ray actors."""
+
+    task: str
+    outdir: str
+    models: tuple[tuple[str, str], ...] = ()  # (name or path as given, its task in oasr.tasks.TASKS), each loaded once per worker
+    options: Any = None  # the task's options dataclass (TranscribeOptions, DiarizeOptions, PitchOptions, ...)
+    formats: tuple[str, ...] = ()  # output formats, one file each
+    writer: Any = None  # transcribe: WriterOptions (subtitle layout)
+    device: str = "auto"
+    dtype: str = "auto"
+    force: bool = False  # convert/quantize: redo an up-to-date destination
+    env: dict[str, str] = field(default_factory=dict)  # OASR_* / HF_* of the caller, set in every worker
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the work on one input produced."""
+
+    outputs: list[Path]
+    duration: float | None = None  # seconds of audio
+    status: str = "done"  # or "skipped" (a convert/quantize destination already up to date)
+
+
+@dataclass(frozen=True)
+class CorpusTask:
+    name: str
+    # The models to load, from the names the caller gave ({"model": ..., "segmentation_model": ...}; None: the default).
+    models: Callable[[dict[str, str | None]], tuple[tuple[str, str], ...]]
+    options: Callable[[], Any]  # the task's default options
+    # Output paths of an input (the single-file command's --output-dir layout under OUTDIR).
+    outputs: Callable[[Work, Item], list[Path]]
+    # (loaded models, work, input, its options) -> the outputs written (each atomically).
+    run: Callable[[tuple, Work, Item, Any], Outcome]
+    row_options: tuple[str, ...] = ()  # the ROW_OPTIONS a manifest row may set
+    folders: bool = False  # inputs are checkpoint folders, not audio files
+    default_formats: tuple[str, ...] = ()
+    # A task whose own run skips an up-to-date output (convert, quantize): the journal does not.
+    skips_itself: bool = False
+
+
+TASKS: dict[str, CorpusTask] = {}
+
+
+def register(task: CorpusTask) -> CorpusTask:
+    TASKS[task.name] = task
+    return task
+
+
+def corpus_task(name: str) -> CorpusTask:
+    found = TASKS.get(name)
+    if found is None:
+        raise InputError(f"oasr batch runs {', '.join(TASKS)}; not {name!r}")
+    return found
+
+
+def item_options(task: CorpusTask, work: Work, item: Item) -> Any:
+    """The task's options for ``item``: the batch's, with the manifest row's options applied."""
+    if not item.options:
+        return work.options
+    refused = sorted(set(item.options) - set(task.row_options))
+    if refused:
+        takes = ", ".join(task.row_options) or "none"
+        raise InputError(f"{item.path}: {task.name} takes no per-row {', '.join(refused)} (it takes: {takes})")
+    return dataclasses.replace(work.options, **item.options)  # validated again by the options class
+
+
+def _audio_outputs(extension: Callable[[str], str]) -> Callable[[Work, Item], list[Path]]:
+    """OUTDIR/<input's folder under the corpus root>/<stem>.<ext> for each format."""
+
+    def outputs(work: Work, item: Item) -> list[Path]:
+        rel = Path(item.name)
+        return [Path(work.outdir) / rel.parent / f"{rel.stem}.{extension(fmt)}" for fmt in work.formats]
+
+    return outputs
+
+
+def _audio_task(compute: Callable[[tuple, Work, Any, Any], Any], render: Callable[[Any, str, Work], str], outputs):
+    """The work on one audio input: decode, compute, then one file per format (as ``oasr_cli.batch``)."""
+
+    def run(models: tuple, work: Work, item: Item, options: Any) -> Outcome:
+        from ..io.audio import duration, load_audio
+        from ..io.files import write_with_parents
+
+        samples = load_audio(item.path)
+        result = compute(models, work, samples, options)
+        if not result.source:
+            result = dataclasses.replace(result, source=item.path)
+        paths = outputs(work, item)
+        for fmt, path in zip(work.formats, paths):
+            write_with_parents(path, render(result, fmt, work).encode("utf-8"))
+        return Outcome(paths, duration(samples))
+
+    return run
+
+
+# --- transcribe, diarize, pitch ------------------------------------------------------------------
+
+
+def _transcript_extension(fmt: str) -> str:
+    from ..formats import extension
+
+    return extension(fmt)
+
+
+def _transcribe(models, work, samples, options):
+    from ..pipelines.transcribe import transcribe
+
+    return transcribe(samples, models[0], options, device=work.device, dtype=work.dtype)
+
+
+def _render_transcript(transcript, fmt, work):
+    from ..formats import render
+
+    return render(transcript, fmt, work.writer)
+
+
+def _diarize(models, work, samples, options):
+    from ..pipelines.diarize import diarize
+
+    segmenter, encoder = models
+    return diarize(samples, options, segmentation_model=segmenter, embedding_model=encoder, device=work.device)
+
+
+def _render_turns(turns, fmt, work):
+    from ..formats.turns import render_turns
+
+    return render_turns(turns, fmt)
+
+
+def _pitch(models, work, samples, options):
+    from ..pipelines.pitch import pitch
+
+    return pitch(samples, models[0], options, device=work.device, dtype=work.dtype)
+
+
+def _render_pitch(track, fmt, work):
+    from ..formats.pitch import render_pitch
+
+    return render_pitch(track, fmt)
+
+
+def _same(fmt: str) -> str:
+    return fmt
+
+
+_transcript_outputs = _audio_outputs(_transcript_extension)
+_named_outputs = _audio_outputs(_same)
+
+
+def _transcribe_models(names):
+    return ((names.get("model") or "auto", "transcribe"),)
+
+
+def _pitch_models(names):
+    return ((names.get("model") or "auto", "pitch"),)
+
+
+def _diarize_models(names):
+    from ..pipelines.diarize import EMBEDDING_MODEL, SEGMENTATION_MODEL
+
+    segmentation = (names.get("segmentation_model") or SEGMENTATION_MODEL, "speaker-segmentation")
+    return (segmentation, (names.get("embedding_model") or EMBEDDING_MODEL, "speaker-embedding"))
+
+
+def _options(name: str) -> Callable[[], Any]:
+    def default():
+        from .. import options
+
+        return getattr(options, name)()
+
+    return default
+
+
+register(
+    CorpusTask(
+        "transcribe", _transcribe_models, _options("TranscribeOptions"), _transcript_outputs,
+        _audio_task(_transcribe, _render_transcript, _transcript_outputs), ("language",), default_formats=("txt",),
+    )
+)
+register(
+    CorpusTask(
+        "diarize", _diarize_models, _options("DiarizeOptions"), _named_outputs,
+        _audio_task(_diarize, _render_turns, _named_outputs), ("num_speakers",), default_formats=("rttm",),
+    )
+)
+register(
+    CorpusTask(
+        "pitch", _pitch_models, _options("PitchOptions"), _named_outputs,
+        _audio_task(_pitch, _render_pitch, _named_outputs), default_formats=("csv",),
+    )
+)
+
+
+# --- convert, quantize: checkpoint folders in, bundles out ------------------------------------------
+
+
+@dataclass(frozen=True)
+class ConvertTaskOptions:
+    """``oasr convert``'s options for every checkpoint of a batch."""
+
+    architecture: str | None = None  # skip detection: a converter or architecture name
+    dtype: str = "auto"  # auto keeps the source precision
+
+
+@dataclass(frozen=True)
+class QuantizeTaskOptions:
+    """``oasr quantize``'s options for every model of a batch."""
+
+    scheme: str = "int8"
+    keep: tuple[str, ...] = ()  # fnmatch patterns of weights kept in floating point
+
+
+def _bundle_outputs(work: Work, item: Item) -> list[Path]:
+    return [Path(work.outdir) / item.name]
+
+
+def _into_bundle(work: Work, item: Item, write: Callable[[Path], Any]) -> Outcome:
+    """``write(dst)`` (atomic itself) into the input's bundle folder, its missing parents made
+    first and taken away again when it fails."""
+    from ..io.files import make_parents, remove_empty
+
+    (dst,) = _bundle_outputs(work, item)
+    created = make_parents(dst)
+    try:
+        result = write(dst)
+    except BaseException:
+        remove_empty(created)
+        raise
+    return Outcome([dst], status="skipped" if result.status == "skipped" else "done")
+
+
+def _convert(models, work: Work, item: Item, options: ConvertTaskOptions) -> Outcome:
+    from ..conversion.run import convert_one
+
+    return _into_bundle(work, item, lambda dst: convert_one(Path(item.path), dst, architecture=options.architecture, dtype=options.dtype, force=work.force))
+
+
+def _quantize(models, work: Work, item: Item, options: QuantizeTaskOptions) -> Outcome:
+    from ..quant.quantize import quantize
+
+    return _into_bundle(work, item, lambda dst: quantize(item.path, dst, scheme=options.scheme, keep=options.keep, force=work.force))
+
+
+def _no_models(names):
+    return ()
+
+
+register(CorpusTask("convert", _no_models, ConvertTaskOptions, _bundle_outputs, _convert, folders=True, skips_itself=True))
+register(CorpusTask("quantize", _no_models, QuantizeTaskOptions, _bundle_outputs, _quantize, folders=True, skips_itself=True))
