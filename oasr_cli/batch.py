@@ -22,6 +22,7 @@ ends the run quietly.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import dataclasses
 import logging
 import sys
@@ -201,6 +202,14 @@ class Job:
     # Formats whose results of several inputs join into one stream (stdout, a shared -o FILE) without
     # "==> file <==" lines: format -> (result, first piece?) -> text.
     joined: Mapping[str, Callable[[Any, bool], str]] = field(default_factory=dict)
+    # The runtime options ``run`` and ``render`` use, as oasr.batch takes them ("options",
+    # "writer_options"; "plot": a one-input extra): how `oasr batch TASK` reuses the command's flags.
+    runtime: Mapping[str, Any] = field(default_factory=dict)
+
+
+# `oasr batch TASK ... [task options]` parses the task options with the task's own command: while
+# a list is set here, run_batch appends (flags, plan, job) to it and returns without running.
+CAPTURE: contextvars.ContextVar[list | None] = contextvars.ContextVar("oasr_batch_capture", default=None)
 
 
 def fatal_errors() -> tuple[type[BaseException], ...]:
@@ -213,6 +222,10 @@ def fatal_errors() -> tuple[type[BaseException], ...]:
 def run_batch(flags: BatchFlags, plan: Plan, job: Job) -> None:
     """Run ``job`` on every input of ``flags`` and put the results where ``plan`` says; exit 1
     at the end when an input failed."""
+    captured = CAPTURE.get()
+    if captured is not None:
+        captured.append((flags, plan, job))
+        return
     setup_logging(flags.quiet, flags.verbose)
     batch = _Batch(flags, plan, job)
     pending = batch.check()
@@ -367,14 +380,9 @@ def write_output(path: Path, data: str | bytes) -> None:
     """Write one output file (text in UTF-8, or bytes): its missing parent folders are made now,
     and taken away again when the write fails; atomic for a regular file, straight into a device,
     FIFO or link to one (``oasr.io.files.atomic_write_bytes``)."""
-    from oasr.io.files import atomic_write_bytes, make_parents, remove_empty
+    from oasr.io.files import write_with_parents
 
-    created = make_parents(path)
-    try:
-        atomic_write_bytes(path, data.encode("utf-8") if isinstance(data, str) else data)
-    except BaseException:
-        remove_empty(created)
-        raise
+    write_with_parents(path, data.encode("utf-8") if isinstance(data, str) else data)
 
 
 # --- progress ----------------------------------------------------------------------------------------

@@ -35,7 +35,8 @@ from typer._completion_classes import completion_init  # noqa: E402
 
 from oasr.version import __version__  # noqa: E402
 
-from .commands import convert, diarize, inspect, pitch, quantize, transcribe  # noqa: E402
+from .commands import convert, corpus, diarize, inspect, pitch, quantize, serve, transcribe, tts  # noqa: E402
+from .commands import separate  # noqa: E402
 from .commands.completion import app as completion_app  # noqa: E402
 from .commands.eval import app as eval_app  # noqa: E402
 from .commands.models import app as models_app  # noqa: E402
@@ -90,7 +91,11 @@ app.add_typer(models_app, name="models")
 app.command(no_args_is_help=True, epilog=quantize.EXAMPLES)(quantize.quantize)
 app.command(epilog=transcribe.EXAMPLES)(transcribe.transcribe)
 app.command(epilog=pitch.EXAMPLES)(pitch.pitch)
+app.command(epilog=separate.EXAMPLES)(separate.separate)
 app.command(epilog=diarize.EXAMPLES)(diarize.diarize)
+app.command(epilog=tts.EXAMPLES)(tts.tts)
+app.command("batch", no_args_is_help=True, context_settings=corpus.CONTEXT, epilog=corpus.EXAMPLES)(corpus.batch)
+app.command(epilog=serve.EXAMPLES)(serve.serve)
 app.add_typer(eval_app, name="eval")
 app.add_typer(completion_app, name="completion")
 

@@ -40,6 +40,9 @@ _LAZY = {
     "pitch": "oasr.pipelines.pitch",
     "PitchOptions": "oasr.options",
     "PitchTrack": "oasr.results",
+    "separate": "oasr.pipelines.separate",
+    "SeparateOptions": "oasr.options",
+    "Stems": "oasr.results",
     "diarize": "oasr.pipelines.diarize",
     "DiarizeOptions": "oasr.options",
     "SpeakerTurn": "oasr.results",
@@ -47,6 +50,12 @@ _LAZY = {
     "detect_speech": "oasr.pipelines.vad.silero",
     "VadOptions": "oasr.options",
     "embed_segments": "oasr.pipelines.diarize.embedding",
+    "synthesize": "oasr.pipelines.tts",
+    "SynthesizeOptions": "oasr.options",
+    "Speech": "oasr.results",
+    "batch": "oasr.corpus",
+    "BatchSummary": "oasr.corpus",
+    "BatchProgress": "oasr.corpus",
 }
 
 

@@ -192,6 +192,12 @@ def load_pretrained(
     return loaded.require(task) if task else loaded
 
 
+def resolve_bundle(spec: str | Path, *, task: str | None = None, offline: bool | None = None, progress: Progress | None = None) -> Path:
+    """The native bundle folder ``load_pretrained(spec, task=task)`` would read, loading nothing
+    (a registry name or foreign checkpoint is fetched or converted into the cache first)."""
+    return _bundle_for(spec, task, None, offline, progress)
+
+
 def _bundle_for(spec: str | Path, task, architecture, offline, progress) -> Path:
     path = Path(spec).expanduser()
     if path.exists() and _bundle.is_bundle(path):  # a native bundle comes first, whatever else is asked

@@ -121,3 +121,76 @@ class SpeakerTurns:
         data = dataclasses.asdict(self)
         data["speakers"] = list(self.speakers)
         return data
+
+
+@dataclass(frozen=True)
+class SpokenSentence:
+    text: str  # the line or paragraph it came from
+    phonemes: str  # as the voice read them
+    start: float  # seconds into the audio
+    end: float  # end of its speech (the sentence silence follows)
+
+
+@dataclass(frozen=True)
+class Speech:
+    """Synthesized speech: mono float32 samples in [-1, 1] at ``sample_rate``, sentence by sentence."""
+
+    samples: Any  # numpy float32 [S]; left out of to_dict
+    sample_rate: int
+    sentences: tuple[SpokenSentence, ...]
+    provenance: ResultProvenance | None = None
+
+    @property
+    def duration(self) -> float:
+        return len(self.samples) / self.sample_rate
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "sample_rate": self.sample_rate,
+            "duration": self.duration,
+            "sentences": [dataclasses.asdict(s) for s in self.sentences],
+            "provenance": None if self.provenance is None else dataclasses.asdict(self.provenance),
+        }
+
+
+@dataclass(frozen=True)
+class Stem:
+    """One separated source of a track: written to ``path``, or held in ``samples`` [channels, n]."""
+
+    name: str  # a source of the model ("vocals"), or "no_<source>" for --two-stems
+    path: str = ""  # where it was written ("" when held in memory)
+    peak: float = 0.0  # largest absolute sample before the clip policy
+    scale: float = 1.0  # what the rescale policy divided it by (1: untouched)
+    samples: Any = None  # float32 numpy array [channels, n] when not written; never in to_dict
+
+
+@dataclass(frozen=True)
+class Stems:
+    """The stems of one track, at the model's rate and channels."""
+
+    stems: tuple[Stem, ...]
+    sample_rate: int
+    channels: int
+    duration: float  # seconds
+    provenance: ResultProvenance | None = None
+    source: str = ""  # the input file, "-" for stdin
+
+    def __getitem__(self, name: str) -> Stem:
+        for stem in self.stems:
+            if stem.name == name:
+                return stem
+        raise KeyError(name)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(s.name for s in self.stems)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "stems": [{"name": s.name, "path": s.path, "peak": s.peak, "scale": s.scale} for s in self.stems],
+            "sample_rate": self.sample_rate,
+            "channels": self.channels,
+            "duration": self.duration,
+            "provenance": None if self.provenance is None else dataclasses.asdict(self.provenance),
+            "source": self.source,
+        }

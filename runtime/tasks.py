@@ -15,6 +15,9 @@ CAPABILITY = {
     "pitch": "pitch",
     "vad": "vad",
     "speaker-embedding": "speaker_embedding",
+    "separate": "separate",
+    "speaker-segmentation": "speaker_segmentation",
+    "tts": "tts",
 }
 TASKS = tuple(CAPABILITY)
 

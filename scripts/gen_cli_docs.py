@@ -313,7 +313,10 @@ def _param_entry(p: Param) -> str:
         if p.secondary:  # a boolean pair: --strict / --lenient
             tag += " / " + ", ".join(_bold(f) for f in p.secondary)
         if p.metavar:
-            tag += " " + _italic(p.metavar)
+            metavar = _italic(p.metavar)
+            if len(p.metavar) > 40:  # \: lets groff break a long list of choices after a bar
+                metavar = metavar.replace("|", "|\\:")
+            tag += " " + metavar
     else:
         tag = _italic(p.metavar)
     body = "\n.IP\n".join(_paragraphs(p.help))

@@ -85,15 +85,11 @@ REFUSED = [
     (DiarizeOptions, {"min_speakers": 1000}, "--min-speakers must be at least 1 and at most 32"),
     (DiarizeOptions, {"max_speakers": 1000}, "--max-speakers must be at least 1 and at most 32"),
     (DiarizeOptions, {"threshold": NAN}, "--threshold must lie between 0 and 2"),
-    (DiarizeOptions, {"spectral_prune": NAN}, "spectral_prune"),
-    (DiarizeOptions, {"step": 0.0001}, "--step must be at least 0.1 s"),
+    (DiarizeOptions, {"step": 0.0001}, "--step must be between 0.5 s and 10 s"),
     (DiarizeOptions, {"step": NAN}, "--step must be a finite number"),
-    (DiarizeOptions, {"window": 1e9}, "--window must be between 0.5 s and 10 s"),
-    (DiarizeOptions, {"window": 0.01, "step": 0.01, "min_window": 0.0}, "--window must be between 0.5 s and 10 s"),
-    (DiarizeOptions, {"min_window": NAN}, "min_window must be a finite number"),
-    (DiarizeOptions, {"min_speaker_windows": 10**9}, "min_speaker_windows must be at least 1 and at most 100"),
-    (DiarizeOptions, {"min_turn": INF}, "--min-turn must be a finite number"),
-    (DiarizeOptions, {"merge_gap": 1e9}, "--merge-gap must be between 0 s and 60 s"),
+    (DiarizeOptions, {"onset": NAN}, "--onset must lie between 0 and 1"),
+    (DiarizeOptions, {"min_embed_seconds": 1e9}, "min_embed_seconds must be between 0 s and 10 s"),
+    (DiarizeOptions, {"min_cluster_size": 10**9}, "min_cluster_size must be at least 1 and at most 1000"),
     # WriterOptions
     (WriterOptions, {"max_line_width": 10**9}, "--max-line-width must be at least 1 and at most 1000"),
     (WriterOptions, {"max_line_width": 42, "max_line_count": 10**9}, "--max-line-count must be at least 1 and at most 100"),
@@ -117,8 +113,8 @@ def test_options_refuse_values_outside_their_range(cls, fields, needle):
         (VadOptions, {"min_speech_s": 60.0, "max_speech_s": 3600.0}),
         (PitchOptions, {"hop": 0.0625, "batch_size": 8192, "silence_db": -200.0}),
         (PitchOptions, {"hop": 1000.0, "silence_db": None}),
-        (DiarizeOptions, {"num_speakers": 32, "window": 10.0, "step": 0.1}),
-        (DiarizeOptions, {"min_speakers": 32, "max_speakers": 32, "window": 0.5, "step": 0.5, "min_window": 0.5}),
+        (DiarizeOptions, {"num_speakers": 32, "step": 10.0, "onset": None}),
+        (DiarizeOptions, {"min_speakers": 32, "max_speakers": 32, "step": 0.5, "min_embed_seconds": 0.0}),
         (WriterOptions, {"max_line_width": 1000, "max_line_count": 100}),
     ],
 )
@@ -165,15 +161,13 @@ def _usage(code: int, err: str, needle: str) -> None:
         (["transcribe", "-F", "srt", "--max-line-width", "99999999"], "--max-line-width must be at least 1 and at most 1000"),
         (["transcribe", "-m", ""], "'--model' / '-m': is empty"),
         (["transcribe", "-m", "   "], "it takes a native bundle, a checkpoint directory, a registry name"),
-        (["diarize", "--step", "0.0001"], "--step must be at least 0.1 s"),
+        (["diarize", "--step", "0.0001"], "--step must be between 0.5 s and 10 s (got 0.0001)"),
         (["diarize", "--num-speakers", "1000"], "--num-speakers must be at least 1 and at most 32"),
         (["diarize", "--max-speakers", "1000"], "--max-speakers must be at least 1 and at most 32"),
-        (["diarize", "--window", "nan"], "--window must be a finite number"),
+        (["diarize", "--step", "nan"], "--step must be a finite number"),
         (["diarize", "--threshold", "nan"], "--threshold must lie between 0 and 2"),
-        (["diarize", "--min-turn", "inf"], "--min-turn must be a finite number"),
-        (["diarize", "--merge-gap", "1e9"], "--merge-gap must be between 0 s and 60 s"),
-        (["diarize", "--vad-threshold", "nan"], "--vad-threshold"),
-        (["diarize", "--vad-model", ""], "--vad-model': is empty"),
+        (["diarize", "--step", "1e9"], "--step must be between 0.5 s and 10 s"),
+        (["diarize", "--segmentation-model", ""], "--segmentation-model': is empty"),
         (["diarize", "--embedding-model", " "], "--embedding-model': is empty"),
         (["pitch", "--hop", "nan"], "--hop must be a finite number"),
         (["pitch", "--hop", "1e9"], "--hop must be at most 1000 ms"),
@@ -226,7 +220,7 @@ def test_ranges_are_in_the_help():
     for piece in ("(1..32); 1 is greedy", "0..2 (0: beam search", "at most 20 temperatures", "(1..1000)"):
         assert piece in helps, piece
     helps = _help("diarize")
-    for piece in ("Exactly N speakers, 1..32", "at least 0.1, at most --window", "(0.5..10)", "(0..60)"):
+    for piece in ("Exactly N speakers, 1..32", "(1..32)", "Cosine distance (0..2)", "probability reaches P (0..1)", "windows (0.5..10)"):
         assert piece in helps, piece
     helps = _help("pitch")
     for piece in ("0.0625..1000", "(1..8192)", "(-200..0)"):

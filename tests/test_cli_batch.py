@@ -134,9 +134,9 @@ def test_the_model_is_loaded_for_its_task(cli, loader, wavs, monkeypatch):
     monkeypatch.setattr(oasr, "diarize", lambda samples, options, **kw: SpeakerTurns((), len(samples) / 16000), raising=False)
     code, _, err = cli("diarize", wavs[0], "--embedding-model", "my-encoder")
     assert code == 0, err
-    from oasr.pipelines.diarize import VAD_MODEL
+    from oasr.pipelines.diarize import SEGMENTATION_MODEL
 
-    assert loader.loads == [(VAD_MODEL, "vad"), ("my-encoder", "speaker-embedding")]  # the pipeline's default, unless given
+    assert loader.loads == [(SEGMENTATION_MODEL, "speaker-segmentation"), ("my-encoder", "speaker-embedding")]  # the pipeline's default, unless given
 
 
 # --- the hub's progress -------------------------------------------------------------------------------

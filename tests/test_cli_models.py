@@ -154,12 +154,12 @@ def test_two_concurrent_pulls_download_once(synthetic):
 
 
 def test_task_choices_are_the_tasks_oasr_has_built(cli, hub_env):
-    """--task offers oasr.tasks.TASKS: a task whose pipeline is not built (separate) is a usage
+    """--task offers oasr.tasks.TASKS: a task whose pipeline is not built (enhance) is a usage
     error, not an empty table."""
     from oasr.tasks import TASKS
 
-    code, out, err = cli("models", "list", "--task", "separate")
-    assert (code, out) == (2, "") and "'separate' is not one of" in " ".join(err.split())
+    code, out, err = cli("models", "list", "--task", "enhance")
+    assert (code, out) == (2, "") and "'enhance' is not one of" in " ".join(err.split())
     for task in TASKS:
         code, out, err = cli("models", "list", "--task", task, "--json")
         assert code == 0 and json.loads(out) and {m["task"] for m in json.loads(out)} == {task}, (task, err)

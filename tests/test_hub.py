@@ -521,14 +521,16 @@ def test_a_task_that_is_not_built_is_an_input_error(hub_env):
     from oasr.hub.resolve import cached_bundle, describe_resolution, list_models, resolve_model
 
     for call in (
-        lambda: list_models("separate"),
-        lambda: resolve_model("auto", task="separate"),
-        lambda: resolve_model("whisper-base", task="tts"),
-        lambda: describe_resolution("auto", task="separate"),
+        lambda: list_models("enhance"),
+        lambda: resolve_model("auto", task="enhance"),
+        lambda: resolve_model("whisper-base", task="enhance"),
+        lambda: describe_resolution("auto", task="enhance"),
         lambda: cached_bundle("auto", task="diarize"),
     ):
-        with pytest.raises(InputError, match="unknown task '(separate|tts|diarize)'; the built tasks are transcribe, pitch, vad, speaker-embedding"):
+        with pytest.raises(InputError, match="unknown task '(enhance|diarize)'; the built tasks are transcribe, pitch, vad, speaker-embedding"):
             call()
+    with pytest.raises(InputError, match="whisper-base is a transcribe model, not a tts one; for tts use piper-en-us-joe-medium"):
+        resolve_model("whisper-base", task="tts")
     assert [m["name"] for m in list_models("speaker-embedding")] == ["ge2e-speaker"]
 
 

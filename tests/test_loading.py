@@ -87,8 +87,8 @@ def test_task_capability_and_passthrough(tiny_bundle):
     assert oasr.load_pretrained(loaded, task="transcribe") is loaded
     with pytest.raises(CapabilityError, match=r"pitch needs a CREPE model; this whisper model can: .*transcribe"):
         oasr.load_pretrained(loaded, task="pitch")
-    with pytest.raises(InputError, match="unknown task 'separate'"):
-        oasr.load_pretrained(loaded, task="separate")
+    with pytest.raises(InputError, match="unknown task 'enhance'"):
+        oasr.load_pretrained(loaded, task="enhance")
     with pytest.raises(InputError, match="not int"):
         oasr.load_pretrained(3)
 

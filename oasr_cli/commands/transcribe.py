@@ -211,6 +211,7 @@ def transcribe(
         render=lambda transcript, fmt: render(transcript, fmt, writer_options),
         json_line=lambda transcript: transcript_json(transcript, indent=None),
         describe=_describe,
+        runtime={"options": options, "writer_options": writer_options},
     )
     run_batch(flags, plan, job)
 

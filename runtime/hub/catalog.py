@@ -28,7 +28,7 @@ CATALOG_ENV = "OASR_CATALOG"
 FORMAT = 1
 
 RESTRICTIONS = ("none", "gated", "non-commercial")
-SOURCE_KINDS = ("hf", "pypi")
+SOURCE_KINDS = ("hf", "pypi", "url")
 RESERVED_NAMES = ("auto", "local")
 
 _NAME = re.compile(r"[a-z0-9][a-z0-9._+-]*\Z")
@@ -139,7 +139,39 @@ class PyPISource:
         }
 
 
-Source = HFSource | PyPISource
+@dataclass(frozen=True)
+class URLFile:
+    url: str  # https:// only
+    name: str  # the file's name in the source folder the converter reads
+    sha256: str = ""  # 64 hex digits, or
+    sha256_prefix: str = ""  # the first hex digits of it (torch.hub's check_hash: the prefix in a release file's name)
+
+
+@dataclass(frozen=True)
+class URLSource:
+    """Files at plain URLs, each checked against its sha256 (or its prefix), plus small text files
+    written beside them (a demucs bag's yaml)."""
+
+    files: tuple[URLFile, ...]
+    texts: tuple[tuple[str, str], ...] = ()  # (name, content)
+
+    kind = "url"
+
+    def outputs(self) -> dict[str, str]:
+        return {f.name: f.sha256 or f.sha256_prefix for f in self.files} | {n: t for n, t in self.texts}
+
+    def describe(self) -> str:
+        return "url:" + "+".join(f.url.rsplit("/", 1)[-1] for f in self.files)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": "url",
+            "files": [{k: v for k, v in f.__dict__.items() if v} for f in self.files],
+            "texts": [{"name": n, "text": t} for n, t in self.texts],
+        }
+
+
+Source = HFSource | PyPISource | URLSource
 
 
 @dataclass(frozen=True)
@@ -466,12 +498,14 @@ def _entry(raw: Any, label: str, origin: str) -> CatalogEntry:
 
 def _source(raw: Any, label: str) -> Source:
     if not isinstance(raw, Mapping) or len(raw) != 1:
-        raise CatalogError(f"{label}: expected one of {{hf: ...}} or {{pypi: ...}}, got {_kind(raw)}")
+        raise CatalogError(f"{label}: expected one of {{hf: ...}} or {{pypi: ...}} or {{url: ...}}, got {_kind(raw)}")
     (kind, body), = raw.items()
     if kind == "hf":
         return _hf(body, f"{label}.hf")
     if kind == "pypi":
         return _pypi(body, f"{label}.pypi")
+    if kind == "url":
+        return _url(body, f"{label}.url")
     raise CatalogError(f"{label}: unknown source kind {kind!r}; known: {', '.join(SOURCE_KINDS)}")
 
 
@@ -487,6 +521,36 @@ def _hf(raw: Any, label: str) -> HFSource:
             raise f.fail(f"allow_patterns[{j}]", f"expected a glob pattern, got {_kind(p)}")
     f.done()
     return HFSource(repo=repo, revision=revision, allow_patterns=tuple(patterns))
+
+
+def _url(raw: Any, label: str) -> URLSource:
+    f = _Fields(raw, label)
+    files = []
+    for j, item in enumerate(f.list("files")):
+        ff = _Fields(item, f"{label}: files[{j}]")
+        url = ff.string("url", re.compile(r"https://[A-Za-z0-9.-]+/[A-Za-z0-9._~/%+-]+\Z"), what="an https URL")
+        name = ff.string("name")
+        if name_problem(name, nested=False):
+            raise ff.fail("name", f"{name!r} is not a plain file name")
+        sha256 = ff.sha256("sha256", default="")
+        prefix = ff.string("sha256_prefix", re.compile(r"[0-9a-f]{8,63}\Z"), default="", what="8 or more lowercase hex digits")
+        if bool(sha256) == bool(prefix):
+            raise ff.fail("sha256", "give the sha256 or its sha256_prefix (one of them)")
+        ff.done()
+        files.append(URLFile(url=url, name=name, sha256=sha256, sha256_prefix=prefix))
+    texts = []
+    for j, item in enumerate(f.list("texts", default=[], allow_empty=True)):
+        tf = _Fields(item, f"{label}: texts[{j}]")
+        name, text = tf.string("name"), tf.string("text")
+        if name_problem(name, nested=False):
+            raise tf.fail("name", f"{name!r} is not a plain file name")
+        tf.done()
+        texts.append((name, text))
+    f.done()
+    names = [x.name for x in files] + [n for n, _ in texts]
+    if len(set(names)) != len(names):
+        raise CatalogError(f"{label}: two files share one name")
+    return URLSource(files=tuple(files), texts=tuple(texts))
 
 
 def _member_path(f: _Fields, key: str) -> str:

