@@ -114,6 +114,16 @@ def test_missed_speech_is_halved(diarized, references):
     assert any(a.speaker != b.speaker and a.end > b.start for n in DEV for a, b in zip(diarized[n].turns, diarized[n].turns[1:]))
 
 
+def test_accuracy_holds_at_least_todays_level(diarized, references):
+    """Until the issue-15 targets above are met, what the defaults reach now must not slip (the
+    measured levels, a point or two of slack for the shared machine's thread counts)."""
+    assert _report(DEV, diarized, references).pooled.der <= 0.40
+    assert _report(["sample"], diarized, references).pooled.der <= 0.10
+    pooled = _report(AMI_FILES, diarized, references).pooled
+    assert pooled.missed / pooled.total <= 0.13
+    assert pooled.der <= 0.24
+
+
 def test_der_agrees_with_pyannote_on_real_hypotheses(diarized, references):
     reference, uem = references
     names = [*AMI_FILES, "sample"]
@@ -252,3 +262,23 @@ def test_transcribe_diarize_cpwer(cli, data_dir, tiny_en_ct2, segmentation_sourc
     assert "<v SPEAKER_00>" in vtt and "<v SPEAKER_01>" in vtt
     assert "[SPEAKER_01] " in srt and all(line.startswith("[SPEAKER_0") for line in txt.splitlines())
     assert score <= 0.20
+
+
+def test_a_recording_on_disk_is_read_in_windows(models, diarized, data_dir, monkeypatch):
+    """A long recording comes as a SampleFile (io/samples.py): the pipeline reads it in slices,
+    never as one array, and finds the same turns as from the array."""
+    from oasr.io import samples as samples_module
+    from oasr.io.audio import open_audio
+    from oasr.io.samples import SampleFile
+
+    monkeypatch.setattr(samples_module, "SPOOL_SAMPLES", 5 * 16000)
+    spooled = open_audio(data_dir / "diarization" / "sample.wav")
+    assert isinstance(spooled, SampleFile)
+
+    def refuse(self, dtype=None, copy=None):
+        raise AssertionError("the whole recording was read into memory")
+
+    monkeypatch.setattr(SampleFile, "__array__", refuse)
+    segmenter, encoder = models
+    turns = oasr.diarize(spooled, segmentation_model=segmenter, embedding_model=encoder).turns
+    assert turns == diarized["sample"].turns

@@ -47,9 +47,12 @@ def local_embeddings(
             frames = np.flatnonzero(masks[w, :, c])
             starts = seg.starts[w] + offset + frames * seg.frame_step
             index = (starts[:, None] + np.arange(seg.frame_step)[None, :]).reshape(-1)
-            piece = samples[index[(index >= 0) & (index < len(samples))]]
-            if not len(piece):
+            index = index[(index >= 0) & (index < len(samples))]
+            if not len(index):
                 continue
+            # One slice of the window's samples, then its frames (a SampleFile is read in slices).
+            lo = int(index.min())
+            piece = samples[lo : int(index.max()) + 1][index - lo]
             pieces.append(piece)
             spans.append((position / sample_rate, (position + len(piece)) / sample_rate))
             owners.append((w, c))
