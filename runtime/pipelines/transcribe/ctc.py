@@ -14,14 +14,12 @@ from __future__ import annotations
 import logging
 
 import numpy as np
-import torch
 
 from ...decoding.ctc import beam_ctc, greedy_ctc
 from ...errors import CapabilityError
-from ...features import feature_extractor
 from ...options import CtcDecoding, TranscribeOptions
 from . import EngineOutput
-from .longform import TimedWord, keep_own, plan_chunks, to_segments
+from .longform import TimedWord, feature_batches, keep_own, plan_chunks, to_segments
 
 log = logging.getLogger("oasr")
 
@@ -69,17 +67,11 @@ class Engine:
         rate = spec.sample_rate
         model = self.loaded.model
         parameter = next(model.parameters())
-        features_of = feature_extractor(spec)
         frame_seconds = spec.hop_length * model.output_stride / rate
         chunks = plan_chunks(len(samples), rate, self.length, self.overlap)
         log.debug("%d chunk(s) of %.1f s, %.1f s overlap", len(chunks), self.length, self.overlap)
         words: list[TimedWord] = []
-        audio = torch.from_numpy(samples).to(parameter.device)
-        for first in range(0, len(chunks), self.options.batch_size):
-            batch = chunks[first : first + self.options.batch_size]
-            feats = [features_of(audio[c.start : c.end], spec) for c in batch]
-            lengths = torch.tensor([f.shape[-1] for f in feats], device=parameter.device)
-            padded = torch.nn.utils.rnn.pad_sequence([f.T for f in feats], batch_first=True).transpose(1, 2)
+        for batch, padded, lengths in feature_batches(samples, chunks, spec, self.options.batch_size, parameter.device):
             log_probs, out_lengths = model.ctc_log_probs(padded.to(parameter.dtype), lengths)
             for c, lp, n in zip(batch, log_probs, out_lengths.tolist()):
                 tokens = greedy_ctc(lp[:n], self.blank) if self.beam_size == 1 else beam_ctc(lp[:n], self.blank, self.beam_size)

@@ -10,7 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Iterator
 
+import torch
+
+from ...features import feature_extractor
+from ...io.samples import SampleFile
 from ...results import Segment, Word
 from ..vad.energy import SpeechMap
 
@@ -54,6 +59,19 @@ class TimedWord:
     end: float
     probability: float
     tokens: list[int]
+
+
+def feature_batches(samples, chunks: list[Chunk], spec, batch_size: int, device) -> Iterator[tuple[list[Chunk], torch.Tensor, torch.Tensor]]:
+    """Per batch of ``batch_size`` chunks: (the chunks, their features padded [B, F, T], the
+    feature lengths [B]), each chunk's features computed from its own samples."""
+    features_of = feature_extractor(spec)
+    audio = samples.tensor(device) if isinstance(samples, SampleFile) else torch.from_numpy(samples).to(device)
+    for first in range(0, len(chunks), batch_size):
+        batch = chunks[first : first + batch_size]
+        feats = [features_of(audio[c.start : c.end], spec) for c in batch]
+        lengths = torch.tensor([f.shape[-1] for f in feats], device=device)
+        padded = torch.nn.utils.rnn.pad_sequence([f.T for f in feats], batch_first=True).transpose(1, 2)
+        yield batch, padded, lengths
 
 
 def keep_own(words: list[TimedWord], chunk: Chunk) -> list[TimedWord]:

@@ -18,11 +18,10 @@ import torch
 
 from ...decoding.transducer import greedy_transducer
 from ...errors import CapabilityError
-from ...features import feature_extractor
 from ...options import CtcDecoding, TranscribeOptions, TransducerDecoding
 from . import EngineOutput
 from . import ctc
-from .longform import TimedWord, keep_own, plan_chunks, to_segments
+from .longform import TimedWord, feature_batches, keep_own, plan_chunks, to_segments
 
 log = logging.getLogger("oasr")
 
@@ -65,17 +64,11 @@ class Engine:
         rate = spec.sample_rate
         model = self.loaded.model
         parameter = next(model.parameters())
-        features_of = feature_extractor(spec)
         frame_seconds = spec.hop_length * model.output_stride / rate
         chunks = plan_chunks(len(samples), rate, self.length, self.overlap)
         log.debug("%d chunk(s) of %.1f s, %.1f s overlap", len(chunks), self.length, self.overlap)
         words: list[TimedWord] = []
-        audio = torch.from_numpy(samples).to(parameter.device)
-        for first in range(0, len(chunks), self.options.batch_size):
-            batch = chunks[first : first + self.options.batch_size]
-            feats = [features_of(audio[c.start : c.end], spec) for c in batch]
-            lengths = torch.tensor([f.shape[-1] for f in feats], device=parameter.device)
-            padded = torch.nn.utils.rnn.pad_sequence([f.T for f in feats], batch_first=True).transpose(1, 2)
+        for batch, padded, lengths in feature_batches(samples, chunks, spec, self.options.batch_size, parameter.device):
             with torch.no_grad():
                 encoded, enc_lengths = model.encode(padded.to(parameter.dtype), lengths)
                 rows = greedy_transducer(
