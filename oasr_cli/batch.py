@@ -35,9 +35,11 @@ from typing import Any, Callable, Mapping, Sequence
 import typer
 
 from oasr.errors import InputError, OasrError
+from oasr.threads import set_threads
 
 from .errors import OneLineUsage, debug_enabled, report, silence_stdout
-from .options import AudioArg, AudioFilesOpt, Device, DeviceOpt, Dtype, DtypeOpt, FailFastOpt, JsonOpt, OutputDirOpt, OutputOpt, QuietOpt, VerboseOpt, flag_group, usage
+from .options import AudioArg, AudioFilesOpt, Device, DeviceOpt, Dtype, DtypeOpt, FailFastOpt, JsonOpt, OutputDirOpt, OutputOpt, QuietOpt, ThreadsOpt, VerboseOpt, flag_group, usage
+
 from .output import hub_progress, interactive, setup_logging
 
 log = logging.getLogger("oasr")
@@ -64,12 +66,13 @@ class BatchFlags:
     quiet: bool
     verbose: bool
     verb: str  # what the command does to audio, for "no audio to <verb>"
+    threads: int | None = None
 
 
 def _batch_flags(verb: str) -> Callable[..., BatchFlags]:
-    def build(audio, files, output, output_dir, json_out, device, dtype, fail_fast, quiet, verbose) -> BatchFlags:
+    def build(audio, files, output, output_dir, json_out, device, dtype, threads, fail_fast, quiet, verbose) -> BatchFlags:
         sources = [*(files or []), *(audio or [])]
-        return BatchFlags(sources, output, output_dir, json_out, device.value, dtype.value, fail_fast, quiet, verbose, verb)
+        return BatchFlags(sources, output, output_dir, json_out, device.value, dtype.value, fail_fast, quiet, verbose, verb, threads)
 
     return build
 
@@ -86,6 +89,7 @@ def batch_command(verb: str) -> Callable[[Callable[..., None]], Callable[..., No
             ("json_out", JsonOpt, False),
             ("device", DeviceOpt, Device.auto),
             ("dtype", DtypeOpt, Dtype.auto),
+            ("threads", ThreadsOpt, None),
             ("fail_fast", FailFastOpt, False),
             ("quiet", QuietOpt, False),
             ("verbose", VerboseOpt, False),
@@ -227,6 +231,7 @@ def run_batch(flags: BatchFlags, plan: Plan, job: Job) -> None:
         captured.append((flags, plan, job))
         return
     setup_logging(flags.quiet, flags.verbose)
+    set_threads(flags.threads)
     batch = _Batch(flags, plan, job)
     pending = batch.check()
     if pending:

@@ -27,6 +27,10 @@ def _guard_startup():
 
 _startup_handler = _guard_startup()
 
+from oasr.threads import apply_wait_policy  # noqa: E402
+
+apply_wait_policy()  # before anything imports torch: OpenMP reads it once, at load
+
 import contextlib  # noqa: E402
 import os  # noqa: E402
 

@@ -20,6 +20,7 @@ from typing import Annotated, Any, Callable, Mapping, Optional, Sequence
 import typer
 
 from oasr.errors import InputError
+from oasr.threads import set_threads
 
 from .output import setup_logging
 
@@ -112,12 +113,16 @@ ArchitectureOpt = Annotated[
         metavar="NAME",
     ),
 ]
-DtypeOpt = Annotated[Dtype, typer.Option("--dtype", help="Weight precision; auto keeps the source's (convert) or picks per device (run).")]
+DtypeOpt = Annotated[Dtype, typer.Option("--dtype", help="Weight precision; auto keeps the source's (convert) or picks per device (run: fp16 on a GPU; on a CPU int8 weights for Whisper, made once, else float32).")]
 DeviceOpt = Annotated[Device, typer.Option("--device", help="Where the model runs; auto picks CUDA when present.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print a machine-readable JSON report on stdout.")]
 ForceOpt = Annotated[bool, typer.Option("--force", help="Redo the work even when the destination is up to date.")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Only errors on stderr.")]
 VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Log decisions on stderr.")]
+ThreadsOpt = Annotated[
+    Optional[int],
+    typer.Option("--threads", min=1, metavar="N", help="CPU threads for the models (default: the cores this process may use).", show_default=False),
+]
 OutputOpt = Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to FILE instead of stdout ('-' is stdout).", metavar="FILE")]
 FailFastOpt = Annotated[bool, typer.Option("--fail-fast", help="Stop at the first failed input instead of going on.")]
 ModelOpt = Annotated[
@@ -188,14 +193,20 @@ class Report:
     json_out: bool
     quiet: bool
     verbose: bool
+    threads: int | None = None
 
 
-def _report(json_out: bool, quiet: bool, verbose: bool) -> Report:
+def _report(json_out: bool, quiet: bool, verbose: bool, threads: int | None = None) -> Report:
     setup_logging(quiet, verbose)  # in effect from the start of the command
-    return Report(json_out, quiet, verbose)
+    set_threads(threads)
+    return Report(json_out, quiet, verbose, threads)
 
 
-reporting = flag_group("report", _report, after=(("json_out", JsonOpt, False), ("quiet", QuietOpt, False), ("verbose", VerboseOpt, False)))
+reporting = flag_group(
+    "report",
+    _report,
+    after=(("json_out", JsonOpt, False), ("quiet", QuietOpt, False), ("verbose", VerboseOpt, False), ("threads", ThreadsOpt, None)),
+)
 
 
 # --- flags -> runtime options -------------------------------------------------------------------------

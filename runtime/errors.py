@@ -43,3 +43,7 @@ class SourceUnavailable(OasrError):
 
 class IntegrityError(OasrError):
     """Downloaded bytes differ from the sha256 the registry lists; they are refused."""
+
+
+class VerificationError(OasrError):
+    """A quantized bundle differs from its source by more than ``--verify`` allows; it is not kept."""

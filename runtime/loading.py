@@ -167,8 +167,10 @@ def load_pretrained(
     a registry name, ``auto`` (the default model of ``task``) or ``org/repo[@revision]``; a
     ``LoadedModel`` is returned as it is (after the task check). ``task`` (one of
     ``oasr.tasks.TASKS``): the model must declare that task's capability. ``architecture``: the
-    converter or architecture a foreign checkpoint must be read as. ``device``/``dtype``: "auto"
-    (None) is the GPU when there is one, fp16 there, fp32 on the CPU. ``offline``/``progress``: as
+    converter or architecture a foreign checkpoint must be read as. ``device``: "auto" (None) is
+    the GPU when there is one. ``dtype``: None is fp16 on a GPU, fp32 on the CPU; "auto" is that
+    on a GPU and, on the CPU, the precision policy of ``oasr.precision`` (an int8 variant for
+    the families whose int8 accuracy was checked, made once); a dtype name is that dtype. ``offline``/``progress``: as
     ``oasr.resolve_model``. ``cache``: keep the model for later calls with the same bundle, device
     and dtype (the process keeps a few); False loads a private copy.
     """
@@ -179,10 +181,19 @@ def load_pretrained(
     requested = str(name_or_path)
     bundle = _bundle_for(name_or_path, task, architecture, offline, progress)
     target = resolve_device(device)
+    full_precision = None
+    if dtype == "auto" and target.type == "cpu":
+        from .precision import cpu_choice
+
+        choice = cpu_choice(bundle)
+        if choice.quantized:
+            full_precision, bundle = bundle, choice.bundle
     key = (str(bundle), _stamp(bundle), str(target), str(dtype))
     loaded = _CACHE.get(key) if cache else None
     if loaded is None:
         loaded = _load_bundle(bundle, target, dtype)
+        if full_precision is not None:
+            loaded = dataclasses.replace(loaded, identity=_variant_identity(loaded, full_precision))
         if cache:
             _CACHE.put(key, loaded)
     else:
@@ -288,6 +299,15 @@ def _identity(path: Path, cfg: _bundle.BundleConfig, model: OasrModel) -> ModelI
         revision=revision,
         architecture=cfg.architecture,
         capabilities=tuple(sorted(model.capabilities)),
+    )
+
+
+def _variant_identity(variant: LoadedModel, full_precision: Path) -> ModelIdentity:
+    """A variant made by ``dtype="auto"`` comes from what its full-precision bundle came from."""
+    cfg = _bundle.read_config(full_precision)
+    origin = _identity(full_precision, cfg, variant.model)
+    return dataclasses.replace(
+        variant.identity, source=origin.source, revision=f"{origin.revision}+{variant.quantization['scheme']}"
     )
 
 

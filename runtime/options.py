@@ -132,7 +132,7 @@ def validate_whisper_decoding(o: WhisperDecoding) -> None:
 
 MAX_CTC_BEAMS = 64  # prefix beam search keeps this many prefixes per frame (pure Python: cost grows linearly)
 MAX_SYMBOLS_PER_STEP = 100  # labels a transducer may emit on one frame before it is moved on
-TRANSDUCER_DECODERS = ("transducer", "ctc")  # a hybrid RNNT+CTC model's heads
+TRANSDUCER_DECODERS = ("rnnt", "ctc")  # a hybrid model's heads: its transducer (RNN-T or TDT) or its CTC head
 
 
 @dataclass(frozen=True)
@@ -154,17 +154,15 @@ class TransducerDecoding:
     family: ClassVar[str] = "transducer"
     families: ClassVar[tuple[str, ...]] = ("rnnt", "tdt")
 
-    decoder: str = "transducer"  # a hybrid RNNT+CTC model: "ctc" decodes with its CTC head instead
+    decoder: str = "rnnt"  # the transducer head; on a hybrid RNNT+CTC model "ctc" decodes with its CTC head instead
     max_symbols_per_step: int | None = None  # None: the model's own (NeMo's decoding.greedy.max_symbols)
-    beam_size: int = 1  # greedy; above 1 only with decoder="ctc" (prefix beam search)
+    beam_size: int = 1  # greedy; above 1: RNN-T beam search (NeMo's "beam"), or CTC prefix beam search with decoder="ctc"
 
     def __post_init__(self):
         if self.decoder not in TRANSDUCER_DECODERS:
             raise InputError(f"unknown --decoder {self.decoder!r}; choose {' or '.join(TRANSDUCER_DECODERS)}")
         _optional_range(self.max_symbols_per_step, "--max-symbols-per-step", 1, MAX_SYMBOLS_PER_STEP, integer=True)
         check_range(self.beam_size, "--beam-size", 1, MAX_CTC_BEAMS, integer=True)
-        if self.beam_size > 1 and self.decoder != "ctc":
-            raise InputError("transducer beam search is not implemented; --beam-size above 1 needs --decoder ctc")
 
 
 @dataclass(frozen=True)
@@ -180,10 +178,12 @@ class TranscribeOptions:
     # neighbours (None: the family's defaults); Whisper's own 30 s windows ignore them.
     chunk_length: float | None = None
     chunk_overlap: float | None = None
-    batch_size: int = 1  # chunks per forward pass (encoder-only families)
-    # One family's section (a frozen dataclass naming its ``family``, e.g. WhisperDecoding); None: the
-    # defaults of whichever family the model has. ctc has no section yet (greedy: nothing to set).
-    decoding: WhisperDecoding | None = None
+    # Chunks per forward pass (encoder-only families); Whisper: above 1, VAD windows decoded that
+    # many at a time without conditioning on previous text (faster-whisper's batched pipeline).
+    batch_size: int = 1
+    # One family's section (WhisperDecoding, CtcDecoding or TransducerDecoding, each naming its
+    # ``family``); None: the defaults of whichever family the model has.
+    decoding: WhisperDecoding | CtcDecoding | TransducerDecoding | None = None
 
     def __post_init__(self):
         validate_transcribe_options(self)
@@ -226,6 +226,8 @@ def validate_transcribe_options(o: TranscribeOptions) -> None:
             bad("--diarize needs timestamps; drop --without-timestamps")
         if d.hallucination_silence_threshold is not None and not o.word_timestamps:
             bad("--hallucination-silence-threshold needs --word-timestamps")
+        if d.hallucination_silence_threshold is not None and o.batch_size > 1:
+            bad("--hallucination-silence-threshold re-decodes windows one after another; it needs --batch-size 1")
 
 
 @dataclass(frozen=True)
@@ -330,19 +332,20 @@ def validate_pitch_options(o: PitchOptions) -> None:
 class DiarizeOptions:
     """pyannote 3.1's recipe. step, threshold, min_cluster_size and onset were tuned by pooled DER
     (collar 0.25) on the AMI training excerpts trn01-trn09 only, never on the files the tests score
-    (dev00, dev01, sample.wav): step 2.5; onset None/0.4/0.3/0.2; threshold 0.1-0.4; min size 1-5."""
+    (dev00, dev01, sample.wav): step 2.5; onset None/0.4/0.3/0.25/0.2; threshold 0.1-0.4; min size
+    1-5 (benchmarks/diarize_tune.py)."""
 
     num_speakers: int | None = None  # exactly this many speakers; None estimates the count
     min_speakers: int = 1  # the estimate stays within [min_speakers, max_speakers]
     max_speakers: int | None = None  # None: no upper bound
     step: float = 2.5  # seconds between the starts of the 10 s segmentation windows
-    threshold: float = 0.2  # cosine distance at which clusters of local speakers stop merging
+    threshold: float = 0.25  # cosine distance at which clusters of local speakers stop merging
     min_cluster_size: int = 2  # a cluster of fewer local speakers is folded into the nearest larger one
     min_embed_seconds: float = 1.0  # a local speaker with less speech is not embedded (assigned only)
     # A local speaker is active where the probability of the powerset classes holding it reaches
     # this; None: where the most likely class holds it (pyannote's rule, which misses more of
     # far-field speech).
-    onset: float | None = 0.3
+    onset: float | None = 0.25
     exclusive: bool = False  # one speaker per instant (overlaps given to the most active speaker)
 
     def __post_init__(self):

@@ -58,7 +58,7 @@ def _hf_entry(**fields) -> dict:
 # descriptions say so, and each new entry must be pinned or added here on purpose.
 UNPINNED = {
     "piper-en-us-lessac-medium", "piper-en-gb-alba-medium", "piper-de-de-thorsten-medium",
-    "parakeet-ctc-0.6b", "parakeet-rnnt-0.6b", "pyannote-segmentation-3.0",
+    "parakeet-ctc-0.6b", "parakeet-rnnt-0.6b", "pyannote-segmentation-3.0", "wespeaker-resnet34",
 }
 
 

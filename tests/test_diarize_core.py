@@ -14,7 +14,7 @@ from oasr.errors import InputError
 from oasr.formats import render
 from oasr.metrics.der import score_file
 from oasr.options import DiarizeOptions, TranscribeOptions, WhisperDecoding
-from oasr.pipelines.diarize import clustering, reconstruct
+from oasr.pipelines.diarize import clustering, reconstruct, turns_of
 from oasr.pipelines.diarize.attribution import attribute_speakers
 from oasr.pipelines.diarize.local import speaker_masks
 from oasr.pipelines.diarize.segmentation import Segmentation, window_starts
@@ -55,15 +55,15 @@ def diarize_synthetic(script=SCRIPT, exclusive=False, **kwargs):
     seg, embeddings, samples = synthetic(script)
     active = seg.activity.any(axis=1)
     labels = clustering.cluster_local_speakers(
-        embeddings, active, active, threshold=kwargs.pop("threshold", 0.5), min_cluster_size=kwargs.pop("min_cluster_size", 2), **kwargs
+        embeddings, active, active, threshold=kwargs.get("threshold", 0.5), min_cluster_size=kwargs.get("min_cluster_size", 2),
+        **{k: v for k, v in kwargs.items() if k in ("num", "low", "high")},
     )
-    frames = seg.num_global_frames(samples)
-    count = reconstruct.speaker_count(seg, frames)
-    if exclusive:
-        count = np.minimum(count, 1)
-    n = int(labels.max()) + 1
-    binary = reconstruct.binarize(reconstruct.global_activity(seg, labels, n, frames), count)
-    return labels, reconstruct.turns_from_frames(binary, seg, SR, samples / SR)
+    options = DiarizeOptions(
+        num_speakers=kwargs.get("num"), min_speakers=kwargs.get("low", 1), max_speakers=kwargs.get("high"),
+        threshold=kwargs.get("threshold", 0.5), min_cluster_size=kwargs.get("min_cluster_size", 2), exclusive=exclusive,
+    )
+    # The pipeline's own steps 3-4 (the labels above are the ones it computes inside).
+    return labels, turns_of(seg, embeddings, active, options, samples, samples / SR)
 
 
 def der(turns, script=SCRIPT, skip_overlap=False):
@@ -120,6 +120,29 @@ def test_reconstruction_pieces():
     activations = np.array([[0.9, 0.2, 0.0], [0.4, 0.6, 0.5], [0.0, 0.0, 0.0], [0.3, 0.0, 0.0]])
     got = reconstruct.binarize(activations, np.array([1, 2, 1, 2]))
     assert got.astype(int).tolist() == [[1, 0, 0], [0, 1, 1], [0, 0, 0], [1, 0, 0]]
+
+
+def test_count_rounds_up_early_and_short_pauses_are_filled(monkeypatch):
+    """The per-frame count rounds up from COUNT_ROUNDING above a whole number (pyannote rounds
+    at .5), and a speaker's pauses shorter than MIN_GAP are filled, longer ones kept."""
+    starts = window_starts(20 * SR, 10 * SR, SR * 5 // 2)  # windows at 0, 2.5, 5, 7.5, 10 s
+    activity = np.zeros((len(starts), T, 3), dtype=np.float32)
+    activity[0, :, :2] = 1  # window 0 hears two speakers throughout, windows 1 and 2 one
+    activity[1:3, :, 0] = 1
+    seg = Segmentation(starts=starts, activity=activity, window=10 * SR, frame_step=STEP, frame_offset=0)
+    frames = seg.num_global_frames(20 * SR)
+    at = {t: int(t * SR / STEP) for t in (1.0, 6.0, 11.0, 16.0)}  # 1 s: window 0 alone; 6 s: windows 0-2
+    assert {t: int(reconstruct.speaker_count(seg, frames)[g]) for t, g in at.items()} == {1.0: 2, 6.0: 2, 11.0: 1, 16.0: 0}
+    monkeypatch.setattr(reconstruct, "COUNT_ROUNDING", 0.5)  # the mean 4/3 at 6 s rounds to 1 at .5
+    assert {t: int(reconstruct.speaker_count(seg, frames)[g]) for t, g in at.items()} == {1.0: 2, 6.0: 1, 11.0: 1, 16.0: 0}
+
+    binary = np.zeros((frames, 2), dtype=bool)
+    binary[100:200, 0] = binary[205:300, 0] = True  # a 5-frame (84 ms) pause: filled
+    binary[100:150, 1] = binary[250:300, 1] = True  # a 100-frame (1.7 s) pause: kept
+    time = lambda frame: round((frame * STEP - STEP / 2) / SR, 3)  # noqa: E731  a frame's start
+    turns = reconstruct.turns_from_frames(binary, seg, SR, 20.0)
+    assert sorted((t.start, t.end) for t in turns) == [(time(100), time(150)), (time(100), time(300)), (time(250), time(300))]
+    assert len(reconstruct.turns_from_frames(binary, seg, SR, 20.0, min_gap=0.0)) == 4
 
 
 def test_overlapped_frames_are_left_out_of_embeddings():

@@ -155,7 +155,7 @@ def test_errors(encoder, tmp_path):
     with pytest.raises(InputError, match="rate"):
         embed_utterance(np.zeros(SR, dtype=np.float32), encoder, rate=0.1)
     whisper = oasr.load_pretrained(write_openai_pt(tmp_path / "tiny.pt"), device="cpu")
-    with pytest.raises(CapabilityError, match="needs a ge2e model"):
+    with pytest.raises(CapabilityError, match="needs a ge2e or WeSpeaker ResNet model"):
         embed_segments(np.zeros(SR, dtype=np.float32), [(0.0, 1.0)], whisper)
     assert embed_segments(np.zeros(SR, dtype=np.float32), [], encoder).shape == (0, 256)
 

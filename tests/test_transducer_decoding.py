@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from oasr.decoding.ctc import beam_ctc, greedy_ctc
-from oasr.decoding.transducer import greedy_transducer
+from oasr.decoding.transducer import beam_transducer, greedy_transducer
 
 V = 6  # labels with the blank
 BLANK = V - 1
@@ -95,6 +95,101 @@ def test_max_symbols_guard_moves_on():
 def test_all_blank_and_empty_input():
     model = ToyTransducer(0, blank_bias=100.0)
     assert greedy_transducer(model, torch.zeros(2, 6, 8), torch.tensor([6, 0]), blank_id=BLANK) == [[], []]
+
+
+def reference_beam(model, f, blank, beam_size):
+    """NeMo's ``default_beam_search`` for one utterance, as plainly as it reads: f [T, J] ->
+    (labels, score) of the best hypothesis by score per label (``score_norm``)."""
+    beam = min(beam_size, blank)
+    top = min(beam, blank - 1)
+    g0, s0 = model.predict(torch.tensor([blank]))
+    outputs = {(): (g0, s0)}  # labels -> prediction output and state after them
+
+    def output(labels):
+        if labels not in outputs:
+            output(labels[:-1])
+            outputs[labels] = model.predict(torch.tensor([labels[-1]]), outputs[labels[:-1]][1])
+        return outputs[labels][0]
+
+    kept = [((), 0.0)]
+    for t in range(f.shape[0]):
+        hyps, kept = kept, []
+        while True:
+            best = max(hyps, key=lambda h: h[1])
+            hyps.remove(best)
+            logp = model.joint_logits(f[t : t + 1], output(best[0]))[0, : blank + 1].log_softmax(-1)
+            kept.append((best[0], best[1] + float(logp[blank])))
+            values, ids = logp[:blank].topk(top)
+            for lp, k in zip(values.tolist(), ids.tolist()):
+                hyps.append((best[0] + (k,), best[1] + lp))
+            ceiling = max(h[1] for h in hyps)
+            ahead = sorted((h for h in kept if h[1] > ceiling), key=lambda h: h[1])
+            if len(ahead) >= beam:
+                kept = ahead
+                break
+    labels, score = max(kept, key=lambda h: h[1] / (len(h[0]) + 1))
+    return list(labels), score
+
+
+class BeamToy:
+    """A joint of per-frame label scores (the encoder frame itself) plus a history term: after a
+    label, that label drops and the blank rises (as a trained prediction network does), and an RNN
+    over the labels makes the rest depend on the whole history."""
+
+    def __init__(self, seed: int):
+        g = torch.Generator().manual_seed(seed)
+        self.embed = torch.randn(V, V, generator=g) * 0.5
+        for k in range(BLANK):
+            self.embed[k, k] -= 3.0
+            self.embed[k, BLANK] += 2.0
+        self.recur = torch.randn(V, V, generator=g) * 0.5
+
+    def project_encoder(self, encoded):
+        return encoded
+
+    def predict(self, labels, state=None):
+        prev = state[0][0] if state is not None else torch.zeros(labels.shape[0], V)
+        h = self.embed[labels] + torch.tanh(prev) @ self.recur
+        return h, (h[None], h[None])
+
+    def joint_logits(self, f, g):
+        return f + g
+
+
+@pytest.mark.parametrize("beam_size", [2, 4])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_batched_beam_search_matches_plain_beam_search(beam_size, seed):
+    model = BeamToy(seed)
+    lengths = torch.tensor([20, 13, 7, 1, 0])
+    encoded = torch.randn(5, 20, V, generator=torch.Generator().manual_seed(200 + seed)) * 1.5
+    # the guard set out of reach: the reference has none
+    hyps = beam_transducer(model, encoded, lengths, blank_id=BLANK, beam_size=beam_size, max_expansions=1000)
+    emitted = differs = 0
+    for r, n in enumerate(lengths.tolist()):
+        labels, score = reference_beam(model, encoded[r, :n], BLANK, beam_size)
+        assert [t.id for t in hyps[r].tokens] == labels
+        assert hyps[r].score == pytest.approx(score, abs=1e-5)
+        frames = [t.frame for t in hyps[r].tokens]
+        assert frames == sorted(frames) and all(0 <= f < n for f in frames)
+        emitted += len(labels)
+        differs += labels != reference_greedy(model, encoded[r, :n], BLANK, (), 10)
+    assert emitted >= 5 and differs  # labels were found, and the search is not greedy's
+
+
+def test_beam_of_one_is_greedy():
+    model = BeamToy(3)
+    encoded = torch.randn(2, 20, V, generator=torch.Generator().manual_seed(7)) * 1.5
+    lengths = torch.tensor([20, 9])
+    beam = beam_transducer(model, encoded, lengths, blank_id=BLANK, beam_size=1, max_expansions=3)
+    greedy = greedy_transducer(model, encoded, lengths, blank_id=BLANK, max_symbols=3)
+    assert [h.tokens for h in beam] == greedy and any(greedy)
+
+
+def test_beam_search_guard_ends_a_frame_without_blanks():
+    """A joint that never emits a blank would expand forever: the frame ends after beam x max_expansions."""
+    model = ToyTransducer(0, blank_bias=-100.0)
+    hyps = beam_transducer(model, torch.randn(1, 3, 8), torch.tensor([3]), blank_id=BLANK, beam_size=2, max_expansions=4)
+    assert 0 < len(hyps[0].tokens) <= 3 * 2 * 4
 
 
 def _best_by_exhaustion(log_probs, blank, max_len):
@@ -234,7 +329,55 @@ def test_options_a_transducer_cannot_honour_are_refused(hybrid_bundle, speech):
 
     with pytest.raises(oasr.CapabilityError, match="greedy transducer decoding"):
         oasr.transcribe(speech, str(hybrid_bundle), oasr.TranscribeOptions(decoding=WhisperDecoding(initial_prompt="Kennedy")))
-    with pytest.raises(oasr.InputError, match="--decoder ctc"):
-        TransducerDecoding(beam_size=4)
+    with pytest.raises(oasr.InputError, match="--beam-size"):
+        TransducerDecoding(beam_size=0)
     with pytest.raises(oasr.InputError, match="unknown --decoder"):
         TransducerDecoding(decoder="attention")
+
+
+def test_engines_read_a_sample_file_window_by_window(hybrid_bundle, jfk_wav, monkeypatch):
+    """A spooled recording (SampleFile) gives the transcript of the array, with either head and
+    the transducer beam, and is never read into one whole array."""
+    import soundfile as sf
+
+    import oasr
+    from oasr.io import samples as samples_module
+    from oasr.io.audio import open_audio
+    from oasr.io.samples import SampleFile
+    from oasr.options import TransducerDecoding
+
+    monkeypatch.setattr(samples_module, "SPOOL_SAMPLES", 5 * 16000)
+    spooled = open_audio(jfk_wav)
+    assert isinstance(spooled, SampleFile)
+    in_memory = sf.read(jfk_wav, dtype="float32")[0]
+
+    def refuse(self, dtype=None, copy=None):
+        raise AssertionError("the whole recording was read into memory")
+
+    model = oasr.load_pretrained(str(hybrid_bundle))
+    for section in (None, TransducerDecoding(decoder="ctc"), TransducerDecoding(beam_size=2)):
+        options = oasr.TranscribeOptions(decoding=section, chunk_length=6.0, chunk_overlap=1.0)
+        b = oasr.transcribe(in_memory, model, options)
+        with monkeypatch.context() as m:
+            m.setattr(SampleFile, "__array__", refuse)
+            a = oasr.transcribe(spooled, model, options)
+        assert a.text == b.text and a.text.strip(), section
+        assert [(s.start, s.end) for s in a.segments] == [(s.start, s.end) for s in b.segments]
+
+
+def test_tdt_beam_search_and_a_missing_ctc_head_are_refused():
+    """Checked before any work, from the bundle's decoding defaults alone."""
+    from types import SimpleNamespace
+
+    import oasr
+    from oasr.options import TransducerDecoding
+    from oasr.pipelines.transcribe import transducer
+    from oasr.specs import DecodingDefaults
+
+    def bundle(**options):
+        return SimpleNamespace(architecture="fastconformer", decoding=DecodingDefaults(family="tdt", blank_id=BLANK, options=options))
+
+    with pytest.raises(oasr.CapabilityError, match="beam search over TDT durations is not implemented"):
+        transducer.Engine(bundle(durations=[0, 1, 2]), oasr.TranscribeOptions(decoding=TransducerDecoding(beam_size=4)))
+    with pytest.raises(oasr.CapabilityError, match="heads: rnnt only"):
+        transducer.Engine(bundle(durations=[0, 1, 2]), oasr.TranscribeOptions(decoding=TransducerDecoding(decoder="ctc")))

@@ -142,16 +142,19 @@ def list_(task: TaskOpt = None, json_out: JsonOpt = False) -> None:
 def pull(offline: OfflineOpt = False, accept_license: AcceptLicenseOpt = False, *, lookup: Lookup, report: Report) -> None:
     """Fetch a model and convert it into the oasr cache; print the bundle's path.
 
-    Nothing is fetched when the bundle is cached already. Pulls of one model at once are safe: one fetches, the others wait.
+    Nothing is fetched when the bundle is cached already. Pulls of one model at once are safe: one fetches, the others wait. On a machine without a GPU, the int8 variant that --dtype auto runs there (Whisper) is made too.
     """
     from oasr.hub.resolve import bundle_origin, resolve_model
+    from oasr.loading import resolve_device
+    from oasr.precision import make_variants
 
     with hub_progress(interactive(report.quiet)) as progress:
         path = resolve_model(
             lookup.name, **lookup.scope, offline=True if offline else None, accept_license=accept_license, progress=progress
         )
+    variant = make_variants(path) if resolve_device("auto").type == "cpu" else None
     if report.json_out:
-        print_json({"name": lookup.name, "bundle": str(path), "origin": bundle_origin(path)})
+        print_json({"name": lookup.name, "bundle": str(path), "origin": bundle_origin(path), "int8_variant": str(variant) if variant else None})
     else:
         typer.echo(str(path))
 

@@ -22,6 +22,9 @@ EXAMPLES = """Examples:
 An int8 copy of a bundle, checked on a clip (logit cosine, WER change):
   oasr quantize ./whisper-small ./whisper-small-int8 --verify
 
+A Parakeet bundle to int8, refused (exit 1, nothing written) below the gates (int8: cosine 0.999):
+  oasr quantize ./parakeet-ctc ./parakeet-ctc-int8 --verify --verify-audio jfk.wav
+
 int4 from a registry name, the decoder's cross-attention kept in floating point:
   oasr quantize whisper-base ./whisper-base-int4 --scheme int4 --keep 'decoder.blocks.*.cross_attn.*'
 """
@@ -43,7 +46,7 @@ def quantize(
         typer.Option("--keep", help="Keep weights whose name matches this fnmatch pattern in floating point.", metavar="PATTERN", show_default=False),
     ] = None,
     verify: Annotated[
-        bool, typer.Option("--verify", help="Transcribe a clip with source and result; print logit cosine and WER change.")
+        bool, typer.Option("--verify", help="Transcribe a clip with source and result; print output cosine and WER change (CTC/RNN-T/TDT: under the gates fails and DST is not written).")
     ] = False,
     verify_audio: Annotated[
         Optional[Path],
@@ -61,14 +64,21 @@ def quantize(
     if verify_audio is not None and not verify:
         raise typer.BadParameter("--verify-audio needs --verify", param_hint="--verify-audio")
     from oasr.quant.quantize import quantize as run_quantize
+    from oasr.quant.verify import check_gates, verify_clip
     from oasr.quant.verify import verify as run_verify
-    from oasr.quant.verify import verify_clip
 
     clip = verify_clip(verify_audio) if verify else None  # before anything is written
+
+    def check(source: Path, quantized: Path):
+        outcome = run_verify(source, quantized, clip)
+        check_gates(outcome)  # a failed gate: one line, exit 1, DST left as it was
+        return outcome
+
     with hub_progress(interactive(report.quiet)) as progress:
-        result = run_quantize(src, dst, scheme=scheme.value, keep=tuple(keep or ()), force=force, progress=progress)
-    if clip is not None:
-        result.verify = run_verify(Path(result.source), dst, clip).to_dict()
+        result = run_quantize(
+            src, dst, scheme=scheme.value, keep=tuple(keep or ()), force=force, progress=progress,
+            check=check if clip is not None else None,
+        )
     if report.json_out:
         print_json(result.to_dict())
     elif not report.quiet:
@@ -89,4 +99,5 @@ def _print_result(r) -> None:
             typer.echo(f"  kept in floating point: {', '.join(r.kept)}")
     if r.verify is not None:
         v = r.verify
-        typer.echo(f"  verify on {v['audio']}: logit cosine {v['cosine']:.5f}, WER change {100 * v['wer_change']:.1f} points")
+        encoder = f"encoder cosine {v['encoder_cosine']:.5f}, head " if "encoder_cosine" in v else ""
+        typer.echo(f"  verify on {v['audio']}: {encoder}logit cosine {v['cosine']:.5f}, WER change {100 * v['wer_change']:.1f} points")

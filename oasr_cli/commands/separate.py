@@ -21,8 +21,9 @@ from typing import Annotated, Optional
 import typer
 
 from oasr.options import SEPARATE_CLIPS, SEPARATE_MAX_BATCH, SEPARATE_MAX_SHIFTS, SeparateOptions
+from oasr.threads import set_threads
 
-from ..options import DeviceOpt, Device, Dtype, DtypeOpt, FailFastOpt, JsonOpt, ModelOpt, QuietOpt, VerboseOpt, from_flags, usage
+from ..options import DeviceOpt, Device, Dtype, DtypeOpt, FailFastOpt, JsonOpt, ModelOpt, QuietOpt, ThreadsOpt, VerboseOpt, from_flags, usage
 
 log = logging.getLogger("oasr")
 
@@ -100,6 +101,7 @@ def separate(
     json_out: JsonOpt = False,
     device: DeviceOpt = Device.auto,
     dtype: DtypeOpt = Dtype.auto,
+    threads: ThreadsOpt = None,
     fail_fast: FailFastOpt = False,
     quiet: QuietOpt = False,
     verbose: VerboseOpt = False,
@@ -127,14 +129,18 @@ def separate(
     wanted = tuple(s.strip() for s in stems.split(",")) if stems is not None else None
     options = from_flags(SeparateOptions, locals(), stems=wanted)
     setup_logging(quiet, verbose)
+    set_threads(threads)
 
-    flags = BatchFlags(songs, None, None, json_out, device.value, dtype.value, fail_fast, quiet, verbose, "separate")
+    flags = BatchFlags(songs, None, None, json_out, device.value, dtype.value, fail_fast, quiet, verbose, "separate", threads)
     batch = _Batch(flags, Plan([[] for _ in songs]), None)
     pending = [src for src, _ in batch.check()]
     if pending:
         import oasr
         from oasr.pipelines.separate import output_names
+        from oasr.pipelines.separate.memory import return_freed_buffers
         from oasr.pipelines.separate.writer import StemFiles
+
+        return_freed_buffers()  # this process is ours: segment buffers are not kept once freed
 
         with hub_progress(interactive(quiet)) as progress:
             loaded = oasr.load_pretrained(model, task="separate", device=flags.device, dtype=flags.dtype, progress=progress)

@@ -13,10 +13,11 @@ from typing import Annotated, Optional
 
 import typer
 
+from oasr.threads import set_threads
 from oasr.server.config import API_KEY_ENV, DEFAULT_HOST, DEFAULT_MAX_UPLOAD_MB, DEFAULT_PORT, DEFAULT_TIMEOUT, MAX_WORKERS
 
 from ..errors import EXIT_FAILURE
-from ..options import Device, DeviceOpt, Dtype, DtypeOpt, QuietOpt, VerboseOpt, checked, model_spec
+from ..options import Device, DeviceOpt, Dtype, DtypeOpt, QuietOpt, ThreadsOpt, VerboseOpt, checked, model_spec
 from ..output import setup_logging
 
 SERVE_PACKAGES = ("starlette", "uvicorn", "multipart")  # the serve extra's import names
@@ -58,6 +59,7 @@ def serve(
     allow_pull: Annotated[bool, typer.Option("--allow-pull", help="Let requests name registry models the oasr cache does not hold yet (fetched and converted on first use).")] = False,
     device: DeviceOpt = Device.auto,
     dtype: DtypeOpt = Dtype.auto,
+    threads: ThreadsOpt = None,
     quiet: QuietOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
@@ -66,6 +68,7 @@ def serve(
     Models stay loaded between requests; requests to one model are queued and run one at a time. Endpoints: POST /v1/audio/transcriptions, POST /v1/audio/translations, POST /v1/audio/diarization, GET /v1/models, GET /health, GET /metrics (Prometheus). SIGINT or SIGTERM stops the server after the running requests finish.
     """
     setup_logging(quiet, verbose)
+    set_threads(threads)
     missing = [name for name in SERVE_PACKAGES if importlib.util.find_spec(name) is None]
     if missing:
         from oasr.server import EXTRA_HINT

@@ -8,6 +8,7 @@ formats ``oasr.formats``.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from enum import Enum
@@ -19,15 +20,20 @@ from oasr.formats import FORMATS, MAX_LINE_COUNT, MAX_LINE_WIDTH
 from oasr.options import (
     MAX_BEAMS,
     MAX_BEST_OF,
+    MAX_CTC_BEAMS,
+    MAX_SYMBOLS_PER_STEP,
     MAX_COMPRESSION_RATIO,
     MAX_PATIENCE,
     MAX_TEMPERATURE,
     MAX_TEMPERATURES,
+    MAX_TRANSCRIBE_BATCH,
     MIN_LOGPROB,
     SPEECH_TASKS,
+    TRANSDUCER_DECODERS,
     VAD_KINDS,
     WINDOW_SECONDS,
     TranscribeOptions,
+    TransducerDecoding,
     WhisperDecoding,
 )
 
@@ -41,6 +47,7 @@ DECODING_DEFAULTS = WhisperDecoding()
 OutputFormat = Enum("OutputFormat", {name: name for name in (*FORMATS, "all")}, type=str)
 Task = Enum("Task", {name: name for name in SPEECH_TASKS}, type=str)
 Vad = Enum("Vad", {name: name for name in VAD_KINDS}, type=str)
+Decoder = Enum("Decoder", {name: name for name in TRANSDUCER_DECODERS}, type=str)
 
 DECODING = "Decoding"
 TIMESTAMPS = "Timestamps"
@@ -93,7 +100,23 @@ def transcribe(
     model: ModelOpt = "auto",
     language: LanguageOpt = None,
     task: Annotated[Task, typer.Option("--task", help="transcribe, or translate the speech into English.", rich_help_panel=DECODING)] = Task(DEFAULTS.task),
-    beam_size: Annotated[int, typer.Option("--beam-size", help=f"Beams at temperature 0 (1..{MAX_BEAMS}); 1 is greedy.", rich_help_panel=DECODING)] = DECODING_DEFAULTS.beam_size,
+    beam_size: Annotated[
+        Optional[int],
+        typer.Option(
+            "--beam-size",
+            help=f"Beams: Whisper's at temperature 0 (1..{MAX_BEAMS}; default {DECODING_DEFAULTS.beam_size}), CTC prefix or RNN-T beam search (1..{MAX_CTC_BEAMS}; default 1); 1 is greedy.",
+            show_default=False,
+            rich_help_panel=DECODING,
+        ),
+    ] = None,
+    decoder: Annotated[
+        Optional[Decoder],
+        typer.Option("--decoder", help="The head a hybrid RNNT+CTC model decodes with: rnnt (its transducer, the default) or ctc.", show_default=False, rich_help_panel=DECODING),
+    ] = None,
+    max_symbols_per_step: Annotated[
+        Optional[int],
+        typer.Option("--max-symbols-per-step", metavar="N", help=f"Transducers: at most N labels on one frame before it moves on (1..{MAX_SYMBOLS_PER_STEP}); default: the model's.", rich_help_panel=DECODING),
+    ] = None,
     best_of: Annotated[int, typer.Option("--best-of", help=f"Candidates sampled at each temperature above 0 (1..{MAX_BEST_OF}).", rich_help_panel=DECODING)] = DECODING_DEFAULTS.best_of,
     patience: Annotated[float, typer.Option("--patience", help=f"Beam search stops after beam-size x patience finished candidates (above 0, at most {MAX_PATIENCE:g}).", rich_help_panel=DECODING)] = DECODING_DEFAULTS.patience,
     length_penalty: number_or_none("--length-penalty", metavar="ALPHA", help="Rank candidates with Google's length penalty alpha (0..1); unset: sum logprob / length.", panel=DECODING) = DECODING_DEFAULTS.length_penalty,
@@ -122,6 +145,10 @@ def transcribe(
         bool, typer.Option("--suppress-blank/--no-suppress-blank", help="No blank or end-of-text at the start of a window.", rich_help_panel=DECODING)
     ] = DECODING_DEFAULTS.suppress_blank,
     vad: Annotated[Optional[Vad], typer.Option("--vad", help="Skip non-speech before decoding.", rich_help_panel=DECODING)] = None,
+    batch_size: Annotated[
+        int,
+        typer.Option("--batch-size", metavar="N", help=f"Whisper: above 1, Silero VAD windows of at most 30 s decoded N at a time, not conditioned on previous text (faster-whisper's batched pipeline); encoder-only models: chunks per forward pass (1..{MAX_TRANSCRIBE_BATCH}).", rich_help_panel=DECODING),
+    ] = DEFAULTS.batch_size,
     diarize: Annotated[
         bool,
         typer.Option("--diarize", help="Label every segment with its speaker (oasr diarize), split where the speaker changes; shown in txt, srt, vtt and json.", rich_help_panel=OUTPUT),
@@ -190,6 +217,7 @@ def transcribe(
     decoding = from_flags(
         WhisperDecoding,
         locals(),
+        beam_size=DECODING_DEFAULTS.beam_size if beam_size is None else beam_size,
         temperatures=_temperatures(temperature, temperature_increment_on_fallback),
         suppress_tokens=_token_list(suppress_tokens),
     )
@@ -197,7 +225,7 @@ def transcribe(
         TranscribeOptions,
         locals(),
         language=None if language is None or language.strip().lower() in ("", "auto") else language.strip(),
-        decoding=None if decoding == DECODING_DEFAULTS else decoding,  # None: the model family's own defaults
+        decoding=_section(decoding, beam_size, decoder, max_symbols_per_step),
     )
 
     def run(models, samples, progress):
@@ -235,6 +263,25 @@ def _temperatures(start: float, increment: float | None) -> tuple[float, ...]:
                 hint,
             )
     return temperature_schedule(start, increment)
+
+
+def _section(whisper: WhisperDecoding, beam_size: int | None, decoder, max_symbols: int | None):
+    """The decoding section the flags ask for. None: the model family's own defaults. Transducer
+    flags make a TransducerDecoding (the engine refuses it on a model without that head); Whisper
+    flags a WhisperDecoding, which a CTC or transducer model refuses unless it only sets
+    --beam-size (the one flag every family honours)."""
+    if decoder is None and max_symbols is None:
+        if beam_size is None and whisper == DECODING_DEFAULTS:
+            return None
+        return whisper
+    whisper_only = sorted(
+        f"--{f.name.replace('_', '-')}".replace("--temperatures", "--temperature")
+        for f in dataclasses.fields(WhisperDecoding)
+        if f.name != "beam_size" and getattr(whisper, f.name) != getattr(DECODING_DEFAULTS, f.name)
+    )
+    if whisper_only:
+        raise usage(f"{', '.join(whisper_only)}: Whisper decoding flags, which a transducer or CTC model (--decoder, --max-symbols-per-step) cannot honour")
+    return checked(TransducerDecoding, decoder=decoder.value if decoder else "rnnt", max_symbols_per_step=max_symbols, beam_size=beam_size or 1)
 
 
 def _check_writer_flags(formats: list[str], width, count, highlight: bool, word_timestamps: bool) -> None:

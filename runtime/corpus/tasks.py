@@ -211,6 +211,79 @@ register(
 )
 
 
+
+# --- separate, tts: several files per input, or text in -------------------------------------------
+
+
+def _separate_models(names):
+    return ((names.get("model") or "htdemucs", "separate"),)
+
+
+def _tts_models(names):
+    return ((names.get("model") or "auto", "tts"),)
+
+
+def _separate_outputs(work: Work, item: Item) -> list[Path]:
+    """OUTDIR/<input's folder>/<track>/: the stems' folder (their names come with the model)."""
+    rel = Path(item.name)
+    return [Path(work.outdir) / rel.parent / rel.stem]
+
+
+def _separate(models, work: Work, item: Item, options) -> Outcome:
+    """``oasr separate``'s stems of one song, one file each (the first of ``work.formats``, 16-bit), each atomic."""
+    from ..pipelines.separate import output_names, separate
+    from ..pipelines.separate.writer import StemFiles
+
+    (folder,) = _separate_outputs(work, item)
+    fmt = (work.formats or ("wav",))[0]
+    names = output_names(tuple(models[0].config.sources), options)
+    files = StemFiles({n: folder / f"{n}.{fmt}" for n in names}, fmt)
+    result = separate(item.path, models[0], options, files=files, device=work.device, dtype=work.dtype)
+    return Outcome([Path(s.path) for s in result.stems], result.duration)
+
+
+def _tts(models, work: Work, item: Item, options) -> Outcome:
+    """``oasr tts -f TEXT -o OUT.wav`` on one UTF-8 text file, the WAV written as it is spoken."""
+    from ..formats.wav import PcmWriter, atomic_stream
+    from ..io.files import make_parents, remove_empty
+    from ..pipelines.tts import prepare
+
+    try:
+        text = Path(item.path).read_bytes().decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise InputError(f"{item.path}: not UTF-8 text (byte {e.start})") from None
+    except OSError as e:
+        raise InputError(f"{item.path}: {e.strerror or e}") from None
+    plan = prepare(text, models[0], options, device=work.device, dtype=work.dtype)
+    (path,) = _named_outputs(work, item)
+    created, samples = make_parents(path), 0
+    try:
+        with atomic_stream(path) as out:
+            writer = PcmWriter(out, plan.sample_rate, plan.wav_tags)
+            for chunk in plan.chunks():
+                writer.write(chunk.samples)
+                samples += len(chunk.samples)
+            writer.finish()
+    except BaseException:
+        remove_empty(created)
+        raise
+    return Outcome([path], samples / plan.sample_rate)
+
+
+register(
+    CorpusTask(
+        "separate", _separate_models, _options("SeparateOptions"),
+        _separate_outputs, _separate, default_formats=("wav",),
+    )
+)
+register(
+    CorpusTask(
+        "tts", _tts_models, _options("SynthesizeOptions"),
+        _named_outputs, _tts, default_formats=("wav",),
+    )
+)
+
+
 # --- convert, quantize: checkpoint folders in, bundles out ------------------------------------------
 
 

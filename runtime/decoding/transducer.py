@@ -13,6 +13,7 @@ V labels with the blank, K durations.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -96,4 +97,105 @@ def greedy_transducer(
         g = torch.where(found[:, None], g_new, g)
         state = _where_state(found, state_new, state)
         active = frame < lengths
+    return out
+
+
+# --- beam search ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TransducerHypothesis:
+    tokens: list[TransducerToken]
+    score: float  # log probability of its alignment: the sum of the chosen labels' and blanks' log-softmax
+
+
+class _Hyp:
+    """One beam entry: its labels, where they were emitted, its score, and the prediction-network
+    state before its last label (the output after it is computed when the entry is expanded)."""
+
+    __slots__ = ("labels", "frames", "probs", "score", "state")
+
+    def __init__(self, labels, frames, probs, score, state):
+        self.labels, self.frames, self.probs, self.score, self.state = labels, frames, probs, score, state
+
+
+@torch.no_grad()
+def beam_transducer(
+    model,
+    encoded: Tensor,
+    lengths: Tensor,
+    *,
+    blank_id: int,
+    beam_size: int,
+    max_expansions: int = 10,
+) -> list[TransducerHypothesis]:
+    """RNN-T beam search with NeMo's ``beam`` strategy (``BeamRNNTInfer.default_beam_search``):
+    encoded [B, T, C], lengths [B] -> each row's best hypothesis.
+
+    Per frame the best unfinished hypothesis is expanded by a blank (it is then finished for this
+    frame) and by its ``beam_size`` best labels (they stay on the frame); the frame ends once
+    ``beam_size`` finished hypotheses score above every unfinished one. Hypotheses are not merged.
+    The winner has the best score per label (NeMo's ``score_norm``: score / (labels + 1)).
+    ``beam_size`` 1 is greedy decoding, as in NeMo. The rows advance together: each step expands
+    one hypothesis per row, their prediction-network and joint calls batched. A frame that
+    takes more than ``beam_size * max_expansions`` expansions (a joint that almost never
+    emits a blank) ends with the best ``beam_size`` of all its hypotheses, finished or not.
+    """
+    if beam_size == 1:
+        rows = greedy_transducer(model, encoded, lengths, blank_id=blank_id, max_symbols=max_expansions)
+        return [TransducerHypothesis(r, float("nan")) for r in rows]
+    f_all = model.project_encoder(encoded)
+    b = f_all.shape[0]
+    device = f_all.device
+    n_labels = blank_id + 1
+    beam = min(beam_size, blank_id)  # NeMo's bounds: the beam at most the labels, the label fan-out one less
+    top = max(1, min(beam, blank_id - 1))
+    lengths = lengths.tolist()
+    start_g, start_state = model.predict(torch.full((1,), blank_id, dtype=torch.long, device=device), None)
+    cache: list[dict] = [{(): (start_g[0], tuple(s[:, 0] for s in start_state))} for _ in range(b)]
+    kept = [[_Hyp((), (), (), 0.0, None)] for _ in range(b)]
+    frame = [0] * b
+    hyps: list[list[_Hyp]] = [list(k) for k in kept]
+    finished: list[list[_Hyp]] = [[] for _ in range(b)]
+    steps = [0] * b
+    while True:
+        live = [r for r in range(b) if frame[r] < lengths[r]]
+        if not live:
+            break
+        chosen = []
+        for r in live:
+            best = max(hyps[r], key=lambda h: h.score)
+            hyps[r].remove(best)
+            chosen.append(best)
+        # prediction outputs of the chosen entries not seen before: one batched call
+        missing = [i for i, (r, h) in enumerate(zip(live, chosen)) if h.labels not in cache[r]]
+        if missing:
+            labels = torch.tensor([chosen[i].labels[-1] for i in missing], device=device)
+            state = tuple(torch.stack([chosen[i].state[k] for i in missing], dim=1) for k in range(len(chosen[missing[0]].state)))
+            g_new, state_new = model.predict(labels, state)
+            for j, i in enumerate(missing):
+                cache[live[i]][chosen[i].labels] = (g_new[j], tuple(s[:, j] for s in state_new))
+        g = torch.stack([cache[r][h.labels][0] for r, h in zip(live, chosen)])
+        f = f_all[live, [frame[r] for r in live]]
+        logp = model.joint_logits(f, g).float()[:, :n_labels].log_softmax(-1)
+        label_lp, label_ids = logp[:, :blank_id].topk(top, dim=-1)
+        blank_lp, label_lp, label_ids = logp[:, blank_id].tolist(), label_lp.tolist(), label_ids.tolist()
+        for i, (r, h) in enumerate(zip(live, chosen)):
+            after = cache[r][h.labels][1]
+            finished[r].append(_Hyp(h.labels, h.frames, h.probs, h.score + blank_lp[i], h.state))
+            for lp, k in zip(label_lp[i], label_ids[i]):
+                hyps[r].append(_Hyp(h.labels + (k,), h.frames + (frame[r],), h.probs + (math.exp(lp),), h.score + lp, after))
+            steps[r] += 1
+            best_open = max(x.score for x in hyps[r])
+            ahead = sorted((x for x in finished[r] if x.score > best_open), key=lambda x: x.score)
+            if len(ahead) >= beam or steps[r] >= beam * max_expansions:
+                if len(ahead) < beam:  # the guard: the best of everything goes on
+                    ahead = sorted(finished[r] + hyps[r], key=lambda x: x.score)[-beam:]
+                kept[r] = ahead
+                frame[r] += 1
+                hyps[r], finished[r], steps[r] = list(ahead), [], 0
+    out = []
+    for r in range(b):
+        best = max(kept[r], key=lambda h: h.score / (len(h.labels) + 1))
+        out.append(TransducerHypothesis([TransducerToken(k, t, 1, p) for k, t, p in zip(best.labels, best.frames, best.probs)], best.score))
     return out

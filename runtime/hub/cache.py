@@ -199,6 +199,9 @@ def remove_entry(root: Path, name: str, key: str) -> Path | None:
     if not bundle.exists():
         return None
     _remove_tree(root, bundle)
+    for variant in bundle.parent.glob(f"{bundle.name}.*"):  # what --dtype auto made of it (oasr.precision)
+        if variant.is_dir():
+            _remove_tree(root, variant)
     with contextlib.suppress(OSError):
         bundle.parent.rmdir()
     return bundle

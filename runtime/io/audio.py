@@ -18,6 +18,9 @@
   named "stdin". Memory is then what the decoded samples take, as for a path. A path that cannot
   seek (a FIFO, ``/dev/stdin``, a shell's ``<(...)``) is read the same way.
 
+``open_audio(source, channels=k)`` keeps k channels, [k, n], made from the recording's as
+``fit_channels`` says (demucs' rule: mono repeated, more cut to the first k, one the mean).
+
 ``open_audio(source)`` decodes the same samples, but a recording longer than ``SPOOL_SAMPLES``
 (10 minutes at 16 kHz) goes to an unnamed temporary file as it is decoded (a long WAV or FLAC
 read a block at a time) and comes back as a ``SampleFile`` that pipelines read a window at a time
@@ -121,14 +124,15 @@ def load_audio(source: str | Path | bytes, sample_rate: int = SAMPLE_RATE) -> np
     return np.asarray(open_audio(source, sample_rate))
 
 
-def open_audio(source: str | Path | bytes, sample_rate: int = SAMPLE_RATE) -> "np.ndarray | SampleFile":
+def open_audio(source: str | Path | bytes, sample_rate: int = SAMPLE_RATE, channels: int = 1) -> "np.ndarray | SampleFile":
     """As ``load_audio``, but a recording longer than ``SPOOL_SAMPLES`` is decoded into an unnamed
-    temporary file and returned as a ``SampleFile`` (sliced like an array, read a window at a time)."""
+    temporary file and returned as a ``SampleFile`` (sliced like an array, read a window at a time).
+    ``channels`` > 1: [channels, n] samples, made by ``fit_channels``."""
     if isinstance(source, (bytes, bytearray, memoryview)):
-        return _open_bytes(bytes(source), sample_rate, "<bytes>")
+        return _open_bytes(bytes(source), sample_rate, "<bytes>", channels)
     if str(source) == STDIN:
         with spool_stdin() as file:
-            return _decode(file, STDIN_NAME, sample_rate, suffix="")
+            return _decode(file, STDIN_NAME, sample_rate, suffix="", channels=channels)
     path = check_audio_path(source)
     try:
         file = open(path, "rb")
@@ -137,8 +141,8 @@ def open_audio(source: str | Path | bytes, sample_rate: int = SAMPLE_RATE) -> "n
     with file:
         if not file.seekable():  # a FIFO, /dev/stdin, a shell's <(...): read like stdin
             with _spool(file, str(path)) as copy:
-                return _decode(copy, str(path), sample_rate, suffix=path.suffix)
-        return _decode(file, str(path), sample_rate, suffix=path.suffix, path=path)
+                return _decode(copy, str(path), sample_rate, suffix=path.suffix, channels=channels)
+        return _decode(file, str(path), sample_rate, suffix=path.suffix, path=path, channels=channels)
 
 
 def load_audio_bytes(data: bytes, sample_rate: int = SAMPLE_RATE, *, name: str = "<bytes>") -> np.ndarray:
@@ -146,10 +150,10 @@ def load_audio_bytes(data: bytes, sample_rate: int = SAMPLE_RATE, *, name: str =
     return np.asarray(_open_bytes(data, sample_rate, name))
 
 
-def _open_bytes(data: bytes, sample_rate: int, name: str) -> "np.ndarray | SampleFile":
+def _open_bytes(data: bytes, sample_rate: int, name: str, channels: int = 1) -> "np.ndarray | SampleFile":
     if not data:
         raise InputError(f"{name} is empty (no audio bytes)")
-    return _decode(io.BytesIO(data), name, sample_rate, suffix="")
+    return _decode(io.BytesIO(data), name, sample_rate, suffix="", channels=channels)
 
 
 def spool_stdin() -> BinaryIO:
@@ -206,7 +210,29 @@ class _Undecodable(Exception):
     """A decoder could not read the input; the message is its one-line reason."""
 
 
-def _decode(file: BinaryIO, name: str, sample_rate: int, *, suffix: str, path: Path | None = None) -> "np.ndarray | SampleFile":
+def fit_channels(data: np.ndarray, channels: int) -> np.ndarray:
+    """[c, n] -> [channels, n] as demucs' convert_audio_channels: kept when equal, the mean for
+    one, a single channel repeated, more cut to the first ``channels``; fewer (but several) is
+    an InputError."""
+    have = data.shape[0]
+    if have == channels:
+        return data
+    if channels == 1:
+        return data.mean(axis=0, keepdims=True, dtype=np.float32)
+    if have == 1:
+        return np.repeat(data, channels, axis=0)
+    if have > channels:
+        return data[:channels]
+    raise InputError(f"the audio has {have} channels; {channels} cannot be made from them")
+
+
+def _fitted(planes: np.ndarray, channels: int) -> np.ndarray:
+    """[c, n] planes -> [n] (channels 1: the mean) or [channels, n], float32 and contiguous."""
+    out = fit_channels(planes, channels)
+    return np.ascontiguousarray(out[0] if channels == 1 else out, dtype=np.float32)
+
+
+def _decode(file: BinaryIO, name: str, sample_rate: int, *, suffix: str, path: Path | None = None, channels: int = 1) -> "np.ndarray | SampleFile":
     """Samples of the open ``file``: soundfile for its native formats, else (or when it refuses)
     PyAV, else the ffmpeg program when there is one; an InputError with the reason when none can."""
     head = file.read(64)
@@ -216,23 +242,23 @@ def _decode(file: BinaryIO, name: str, sample_rate: int, *, suffix: str, path: P
     reasons: list[str] = []
     if head.startswith(SOUNDFILE_MAGIC):
         try:
-            return _checked(_read_soundfile(file, sample_rate), name)
+            return _checked(_read_soundfile(file, sample_rate, channels), name)
         except _Undecodable as e:
             reasons.append(str(e))
             file.seek(0)
     try:
-        return _checked(_read_pyav(path if path is not None else file, sample_rate), name)
+        return _checked(_read_pyav(path if path is not None else file, sample_rate, channels), name)
     except _Undecodable as e:
         reasons.append(str(e))
     if ffmpeg_path() is not None and not _looks_like_text(head):
         if path is not None:
-            return _checked(_decode_with_ffmpeg(path, name, sample_rate), name)
+            return _checked(_decode_with_ffmpeg(path, name, sample_rate, channels), name)
         file.seek(0)
         with tempfile.TemporaryDirectory(prefix="oasr-audio-") as tmp:  # ffmpeg seeks in some containers
             copy = Path(tmp) / "input"
             with open(copy, "wb") as out:
                 shutil.copyfileobj(file, out, COPY_BLOCK)
-            return _checked(_decode_with_ffmpeg(copy, name, sample_rate), name)
+            return _checked(_decode_with_ffmpeg(copy, name, sample_rate, channels), name)
     raise InputError(_undecodable_message(name, head, suffix, reasons[0]))
 
 
@@ -260,57 +286,73 @@ def _looks_like_text(head: bytes) -> bool:
 STREAM_BLOCK = 1 << 16  # frames read at a time from a long file
 
 
-def _read_soundfile(file: BinaryIO, sample_rate: int) -> "np.ndarray | SampleFile":
+def _read_soundfile(file: BinaryIO, sample_rate: int, channels: int = 1) -> "np.ndarray | SampleFile":
     import soundfile as sf
 
     try:
         with sf.SoundFile(file) as f:
-            if f.frames * sample_rate / f.samplerate <= _samples.SPOOL_SAMPLES:
+            if f.frames * sample_rate / f.samplerate * channels <= _samples.SPOOL_SAMPLES:
                 data = f.read(dtype="float32", always_2d=True)
-                return _to_mono(data, f.samplerate, sample_rate)
-            return _stream_soundfile(f, sample_rate)
+                return _to_mono(data, f.samplerate, sample_rate, channels)
+            return _stream_soundfile(f, sample_rate, channels)
     except (sf.LibsndfileError, RuntimeError, TypeError, ValueError, EOFError) as e:
         reason = getattr(e, "error_string", "") or str(e)
         raise _Undecodable(_one_line(f"soundfile: {reason}") if reason else "soundfile cannot read it") from e
 
 
-def _stream_soundfile(f, sample_rate: int) -> SampleFile:
-    """A long file a block at a time: channels averaged, rate converted by soxr's streaming HQ
-    resampler, the samples written to disk as they come."""
-    import soxr
-
-    sink = SampleSink(int(f.frames * sample_rate / f.samplerate))
-    resampler = None if f.samplerate == sample_rate else soxr.ResampleStream(f.samplerate, sample_rate, 1, dtype="float32", quality="HQ")
+def _stream_soundfile(f, sample_rate: int, channels: int = 1) -> SampleFile:
+    """A long file a block at a time: channels averaged (or fitted), rate converted by soxr's
+    streaming HQ resampler, the samples written to disk as they come."""
+    sink = SampleSink(int(f.frames * sample_rate / f.samplerate), channels)
+    resampler = None if f.samplerate == sample_rate else _ResampleStream(f.samplerate, sample_rate, channels)
     try:
         for block in f.blocks(blocksize=STREAM_BLOCK, dtype="float32", always_2d=True):
-            mono = block.mean(axis=1, dtype=np.float32) if block.shape[1] > 1 else block[:, 0]
-            sink.extend([mono if resampler is None else resampler.resample_chunk(np.ascontiguousarray(mono))])
+            fitted = _fitted(block.T, channels)
+            sink.extend([fitted if resampler is None else resampler.resample_chunk(fitted)])
         if resampler is not None:
-            sink.extend([resampler.resample_chunk(np.zeros(0, dtype=np.float32), last=True)])
+            sink.extend([resampler.resample_chunk(None, last=True)])
     except BaseException:
         sink.discard()
         raise
     return sink.result()
 
 
-def _to_mono(data: np.ndarray, rate: int, sample_rate: int) -> np.ndarray:
-    mono = data.mean(axis=1, dtype=np.float32) if data.shape[1] > 1 else data[:, 0]
-    if rate != sample_rate and len(mono):
+def _to_mono(data: np.ndarray, rate: int, sample_rate: int, channels: int = 1) -> np.ndarray:
+    """[n, c] frames -> mono [n'] (or [channels, n']) at ``sample_rate``."""
+    mono = _fitted(data.T, channels)
+    if rate != sample_rate and mono.shape[-1]:
         import soxr
 
-        mono = soxr.resample(mono, rate, sample_rate, quality="HQ")
+        mono = soxr.resample(mono.T, rate, sample_rate, quality="HQ").T
     return np.ascontiguousarray(mono, dtype=np.float32)
 
 
-def _read_pyav(source, sample_rate: int) -> "np.ndarray | SampleFile":
+class _ResampleStream:
+    """soxr's streaming HQ resampler on [n] (one channel) or [channels, n] pieces."""
+
+    def __init__(self, rate: int, sample_rate: int, channels: int):
+        import soxr
+
+        self.channels = channels
+        self.stream = soxr.ResampleStream(rate, sample_rate, channels, dtype="float32", quality="HQ")
+
+    def resample_chunk(self, piece: np.ndarray | None, last: bool = False) -> np.ndarray:
+        if piece is None:
+            piece = np.zeros((0,) if self.channels == 1 else (self.channels, 0), dtype=np.float32)
+        if self.channels == 1:
+            return self.stream.resample_chunk(np.ascontiguousarray(piece), last=last)
+        return self.stream.resample_chunk(np.ascontiguousarray(piece.T), last=last).T
+
+
+def _read_pyav(source, sample_rate: int, channels: int = 1) -> "np.ndarray | SampleFile":
     """Decode the first audio stream of ``source`` (a path or a seekable binary file) with PyAV:
-    frame by frame to float, channels averaged, resampled by a streaming soxr into one array."""
+    frame by frame to float, channels averaged (or fitted), resampled by a streaming soxr into one array."""
     try:
         import av
     except ImportError as e:  # a declared dependency; a broken install still gets one line
         raise _Undecodable(f"PyAV, which decodes it, does not import ({e}; pip install av)") from e
     with _ffmpeg_errors() as logs:
-        return _read_pyav_logged(av, source, sample_rate, logs)
+        return _read_pyav_logged(av, source, sample_rate, logs, channels)
 
 
 @contextlib.contextmanager
@@ -328,7 +370,7 @@ def _ffmpeg_errors():
         av.logging.set_level(previous)
 
 
-def _read_pyav_logged(av, source, sample_rate: int, logs: list) -> "np.ndarray | SampleFile":
+def _read_pyav_logged(av, source, sample_rate: int, logs: list, channels: int = 1) -> "np.ndarray | SampleFile":
     try:
         container = av.open(str(source) if isinstance(source, Path) else source, mode="r", metadata_errors="ignore")
     except (av.FFmpegError, UnicodeDecodeError, ValueError, OSError) as e:
@@ -338,8 +380,8 @@ def _read_pyav_logged(av, source, sample_rate: int, logs: list) -> "np.ndarray |
         if stream is None:
             kinds = ", ".join(sorted({s.type for s in container.streams})) or "none"
             raise _Undecodable(f"no audio stream in the {container.format.name} container (streams: {kinds})")
-        out = SampleSink(_expected_samples(container, stream, sample_rate))
-        decoder = _FrameDecoder(sample_rate)
+        out = SampleSink(_expected_samples(container, stream, sample_rate), channels)
+        decoder = _FrameDecoder(sample_rate, channels)
         skipped, last_error = 0, None
         try:
             for packet in container.demux(stream):
@@ -362,11 +404,12 @@ def _read_pyav_logged(av, source, sample_rate: int, logs: list) -> "np.ndarray |
 
 class _FrameDecoder:
     """PyAV audio frames -> mono float32 at ``sample_rate``, in pieces: PyAV's resampler for the
-    sample format only (planar float, layout and rate kept), the channels' mean, soxr's HQ
-    streaming resampler for the rate."""
+    sample format only (planar float, layout and rate kept), the channels' mean (or
+    ``fit_channels``), soxr's HQ streaming resampler for the rate."""
 
-    def __init__(self, sample_rate: int):
+    def __init__(self, sample_rate: int, channels: int = 1):
         self.sample_rate = sample_rate
+        self.channels = channels
         self.setup: tuple | None = None  # (format, layout, rate) of the frames seen
         self.converter = None
         self.resampler = None
@@ -377,12 +420,11 @@ class _FrameDecoder:
         if setup != self.setup:  # first frame, or the stream changed its format mid-way
             pieces += self._flush(rate_changes=self.setup is None or setup[2] != self.setup[2])
             import av
-            import soxr
 
             self.setup = setup
             self.converter = av.AudioResampler(format="fltp")
             if self.resampler is None and frame.sample_rate != self.sample_rate:
-                self.resampler = soxr.ResampleStream(frame.sample_rate, self.sample_rate, 1, dtype="float32", quality="HQ")
+                self.resampler = _ResampleStream(frame.sample_rate, self.sample_rate, self.channels)
         for converted in self.converter.resample(frame):
             pieces.append(self._resample(self._mono(converted)))
         return pieces
@@ -397,17 +439,14 @@ class _FrameDecoder:
                 pieces.append(self._resample(self._mono(converted)))
             self.converter = None
         if rate_changes and self.resampler is not None:
-            pieces.append(self.resampler.resample_chunk(np.zeros(0, dtype=np.float32), last=True))
+            pieces.append(self.resampler.resample_chunk(None, last=True))
             self.resampler = None
         return pieces
 
-    @staticmethod
-    def _mono(frame) -> np.ndarray:
-        planes = frame.to_ndarray()  # [channels, samples] float32 (planar)
-        return planes[0] if planes.shape[0] == 1 else planes.mean(axis=0, dtype=np.float32)
+    def _mono(self, frame) -> np.ndarray:
+        return _fitted(frame.to_ndarray(), self.channels)  # planes: [channels, samples] float32
 
     def _resample(self, mono: np.ndarray) -> np.ndarray:
-        mono = np.ascontiguousarray(mono, dtype=np.float32)
         return mono if self.resampler is None else self.resampler.resample_chunk(mono)
 
 
@@ -445,7 +484,8 @@ def all_finite(samples: "np.ndarray | SampleFile") -> bool:
     is finite exactly then (float32 values cannot overflow it)."""
     with np.errstate(invalid="ignore", over="ignore"):  # inf + -inf is NaN: no warning for it
         if isinstance(samples, SampleFile):
-            total = sum(float(np.sum(samples[i : i + FINITE_BLOCK], dtype=np.float64)) for i in range(0, len(samples), FINITE_BLOCK))
+            step = FINITE_BLOCK // samples.channels  # FINITE_BLOCK values a read, however many channels
+            total = sum(float(np.sum(samples.read(i, i + step), dtype=np.float64)) for i in range(0, len(samples), step))
             return bool(np.isfinite(total))
         return bool(np.isfinite(np.sum(samples, dtype=np.float64)))
 
@@ -465,11 +505,11 @@ def _container(head: bytes, suffix: str) -> str | None:
     return None
 
 
-def _decode_with_ffmpeg(path: Path, name: str, sample_rate: int) -> np.ndarray:
+def _decode_with_ffmpeg(path: Path, name: str, sample_rate: int, channels: int = 1) -> np.ndarray:
     ffmpeg = ffmpeg_path()
     cmd = [
         ffmpeg, "-nostdin", "-hide_banner", "-loglevel", "error", "-threads", "0",
-        "-i", str(path), "-vn", "-f", "f32le", "-acodec", "pcm_f32le", "-ac", "1", "-ar", str(sample_rate), "-",
+        "-i", str(path), "-vn", "-f", "f32le", "-acodec", "pcm_f32le", "-ac", str(channels), "-ar", str(sample_rate), "-",
     ]
     try:
         proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, check=False)
@@ -479,8 +519,9 @@ def _decode_with_ffmpeg(path: Path, name: str, sample_rate: int) -> np.ndarray:
         lines = [line for line in proc.stderr.decode("utf-8", "replace").splitlines() if line.strip()]
         detail = _one_line(lines[-1]).replace(str(path), name) if lines else f"exit status {proc.returncode}"
         raise InputError(f"cannot decode {name}: not audio that soundfile, PyAV or ffmpeg reads (ffmpeg: {detail})")
-    usable = len(proc.stdout) - len(proc.stdout) % 4
-    return np.frombuffer(proc.stdout[:usable], dtype="<f4").astype(np.float32)
+    usable = len(proc.stdout) - len(proc.stdout) % (4 * channels)
+    samples = np.frombuffer(proc.stdout[:usable], dtype="<f4").astype(np.float32)
+    return samples if channels == 1 else np.ascontiguousarray(samples.reshape(-1, channels).T)
 
 
 def _one_line(text: str) -> str:
@@ -495,6 +536,7 @@ __all__ = [
     "check_audio_path",
     "duration",
     "ffmpeg_path",
+    "fit_channels",
     "load_audio",
     "load_audio_bytes",
     "open_audio",

@@ -6,6 +6,9 @@ VAD chunks, pitch frames), so a long recording is decoded into an unnamed tempor
 is sliced like a 1-D float32 array, each slice read from the file, so the process holds only the
 windows in use. Short recordings stay plain numpy arrays. ``np.asarray(sample_file)`` still gives
 the whole array, for the few callers that need it (at the memory cost it says).
+
+Several channels (a song for separation) are kept as frames, the channels of a sample side by
+side: such a SampleFile is sliced like a [channels, n] array (``x[:, a:b]``), one read a slice.
 """
 
 from __future__ import annotations
@@ -21,42 +24,51 @@ _ITEM = 4  # bytes per float32 sample
 
 
 class SampleFile:
-    """Mono float32 samples in an unnamed temporary file; ``x[a:b]`` reads those samples."""
+    """Float32 samples in an unnamed temporary file; ``x[a:b]`` reads those samples (mono), or
+    ``x[:, a:b]`` those frames as [channels, b - a] (``channels`` > 1). ``len`` counts samples
+    per channel."""
 
-    ndim = 1
     dtype = np.dtype(np.float32)
 
-    def __init__(self, file, n: int):
+    def __init__(self, file, n: int, channels: int = 1):
         self._file = file
         self._fd = file.fileno()
         self.n = n
+        self.channels = channels
 
     def __len__(self) -> int:
         return self.n
 
     @property
-    def size(self) -> int:
-        return self.n
+    def ndim(self) -> int:
+        return 1 if self.channels == 1 else 2
 
     @property
-    def shape(self) -> tuple[int]:
-        return (self.n,)
+    def size(self) -> int:
+        return self.n * self.channels
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return (self.n,) if self.channels == 1 else (self.channels, self.n)
 
     def read(self, start: int, stop: int) -> np.ndarray:
-        """Samples [start, stop) clipped to the recording, as a new array."""
+        """Samples [start, stop) clipped to the recording, as a new array ([channels, n] for several)."""
         start, stop = max(0, start), min(stop, self.n)
-        out = np.empty(max(0, stop - start), dtype=np.float32)
-        view, offset = memoryview(out).cast("B"), start * _ITEM
+        c = self.channels
+        out = np.empty(max(0, stop - start) * c, dtype=np.float32)
+        view, offset = memoryview(out).cast("B"), start * c * _ITEM
         while view.nbytes:  # pread may return fewer bytes than asked
             got = os.preadv(self._fd, [view], offset)
             if got <= 0:
                 raise OSError(f"the temporary samples file ended at byte {offset}")
             view, offset = view[got:], offset + got
-        return out
+        return out if c == 1 else np.ascontiguousarray(out.reshape(-1, c).T)
 
     def __getitem__(self, key) -> np.ndarray:
-        if isinstance(key, tuple) and len(key) == 2 and key[0] is Ellipsis:
-            key = key[1]  # x[..., a:b], as front ends slice batched tensors
+        if isinstance(key, tuple) and len(key) == 2 and (key[0] is Ellipsis or (self.channels > 1 and isinstance(key[0], slice) and key[0] == slice(None))):
+            key = key[1]  # x[..., a:b], as front ends slice batched tensors; x[:, a:b] of frames
+        elif self.channels > 1:
+            raise TypeError("a SampleFile of several channels is read as x[:, a:b]")
         if isinstance(key, slice):
             start, stop, step = key.indices(self.n)
             if step != 1:
@@ -102,14 +114,17 @@ class SampleTensor:
 
 class SampleSink:
     """Decoded pieces collected in order: in a growing array while short, moved to an unnamed
-    temporary file once past ``SPOOL_SAMPLES`` (or from the start when ``expected`` says the
-    recording is that long). Tracks the float64 sum, so finiteness needs no second pass."""
+    temporary file once past ``SPOOL_SAMPLES`` values (or from the start when ``expected``, in
+    samples per channel, says the recording is that long). Tracks the float64 sum, so finiteness
+    needs no second pass. ``channels`` > 1: pieces are [channels, n], kept as frames."""
 
-    def __init__(self, expected: int = 0):
+    def __init__(self, expected: int = 0, channels: int = 1):
         self.n = 0
+        self.channels = channels
         self.total = 0.0
         self._file = None
-        self._buffer = None if expected > SPOOL_SAMPLES else np.empty(max(expected + expected // 50 + 4096, 16384), np.float32)
+        values = expected * channels
+        self._buffer = None if values > SPOOL_SAMPLES else np.empty(max(values + values // 50 + 4096, 16384), np.float32)
         if self._buffer is None:
             self._file = tempfile.TemporaryFile(prefix="oasr-samples-")
 
@@ -117,25 +132,32 @@ class SampleSink:
         return self.n
 
     def extend(self, pieces) -> None:
+        c = self.channels
         for piece in pieces:
-            piece = np.ascontiguousarray(piece, dtype=np.float32)
+            piece = np.asarray(piece, dtype=np.float32)
+            if c > 1:
+                if piece.ndim != 2 or piece.shape[0] != c:
+                    raise ValueError(f"pieces of {c} channels are [{c}, n], not {piece.shape}")
+                piece = piece.T  # frames: a sample of every channel side by side
+            piece = np.ascontiguousarray(piece).reshape(-1)
             with np.errstate(invalid="ignore", over="ignore"):
                 self.total += float(np.sum(piece, dtype=np.float64))
-            if self._file is None and self.n + len(piece) > SPOOL_SAMPLES:
+            end = self.n * c + len(piece)
+            if self._file is None and end > SPOOL_SAMPLES:
                 self._file = tempfile.TemporaryFile(prefix="oasr-samples-")
-                self._file.write(memoryview(self._buffer[: self.n]).cast("B"))
+                self._file.write(memoryview(self._buffer[: self.n * c]).cast("B"))
                 self._buffer = None
             if self._file is not None:
                 self._file.write(memoryview(piece).cast("B"))
             else:
-                self._grow(self.n + len(piece))
-                self._buffer[self.n : self.n + len(piece)] = piece
-            self.n += len(piece)
+                self._grow(end)
+                self._buffer[self.n * c : end] = piece
+            self.n += len(piece) // c
 
     def _grow(self, end: int) -> None:
         if end > len(self._buffer):
             grown = np.empty(max(end, len(self._buffer) * 3 // 2), dtype=np.float32)
-            grown[: self.n] = self._buffer[: self.n]
+            grown[: self.n * self.channels] = self._buffer[: self.n * self.channels]
             self._buffer = grown
 
     @property
@@ -143,9 +165,13 @@ class SampleSink:
         return bool(np.isfinite(self.total))
 
     def result(self) -> "np.ndarray | SampleFile":
+        """The samples: [n] (mono) or [channels, n], an array while short, else a SampleFile."""
+        c = self.channels
         if self._file is not None:
             self._file.flush()
-            return SampleFile(self._file, self.n)
+            return SampleFile(self._file, self.n, c)
+        if c > 1:
+            return np.ascontiguousarray(self._buffer[: self.n * c].reshape(-1, c).T)
         if self.n < len(self._buffer) * 0.9:  # much shorter than expected: do not keep the slack
             return self._buffer[: self.n].copy()
         return self._buffer[: self.n]

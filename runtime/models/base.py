@@ -45,6 +45,9 @@ class OasrModel(nn.Module):
     quant_refusal: ClassVar[str | None] = "no weight-only quantization rules have been validated for it"
     # fnmatch patterns of weight names that stay in floating point when the architecture is quantized.
     quant_keep: ClassVar[tuple[str, ...]] = ()
+    # dtype auto on a CPU runs an int8 variant of the bundle (oasr.precision): only where it was
+    # measured faster with the accuracy held.
+    auto_int8_on_cpu: ClassVar[bool] = False
 
     def __init__(self, config: BaseModelConfig):
         super().__init__()

@@ -1,6 +1,7 @@
 """Which layers of a model are quantized, and the swap of those layers for quantized modules.
 
-The rules: every ``nn.Linear`` takes the asked scheme and every ``nn.Embedding`` takes int8 per
+The rules: every ``nn.Linear`` (and every module that declares itself linear with
+``quant_as_linear``, such as FastConformer's kernel-1 convolutions) takes the asked scheme and every ``nn.Embedding`` takes int8 per
 row (a token table, often tied as the output projection, is the most sensitive weight: int4
 bundles keep it at int8), unless its weight matches one of the model's ``quant_keep`` patterns
 or the user's, or it is small (fewer than ``MIN_FEATURES`` inputs). Everything else (convolutions,
@@ -24,6 +25,17 @@ from .section import QuantizationSpec
 MIN_FEATURES = 64  # smaller layers cost nothing to keep and their scales would be a large share
 
 
+def _linear_like(module: nn.Module) -> bool:
+    """A module that computes a linear map on its last dimension under another type (a kernel-1
+    convolution run as a GEMM) and says so with ``quant_as_linear``; its weight is stored [out, in]."""
+    return bool(getattr(module, "quant_as_linear", False))
+
+
+def linear_layers(model: nn.Module) -> set[str]:
+    """Names of the layers the rules consider: linear, linear-like and embedding layers."""
+    return {n for n, m in model.named_modules() if isinstance(m, (nn.Linear, nn.Embedding)) or _linear_like(m)}
+
+
 def check_quantizable(model: OasrModel | type[OasrModel], architecture: str) -> None:
     """Raise the architecture's refusal (its ``quant_refusal`` reason), if it has one."""
     if model.quant_refusal is not None:
@@ -37,8 +49,9 @@ def plan_layers(model: OasrModel, scheme: str, keep: Iterable[str] = ()) -> dict
     patterns = tuple(model.quant_keep) + tuple(keep)
     layers = {}
     for name, module in model.named_modules():
-        if isinstance(module, nn.Linear):
-            features, layer_scheme = module.in_features, scheme
+        if isinstance(module, nn.Linear) or _linear_like(module):
+            features = module.in_features if isinstance(module, nn.Linear) else module.in_channels
+            layer_scheme = scheme
             if scheme == "int4" and features % 2:
                 layer_scheme = "int8"  # two codes per byte need an even row
         elif isinstance(module, nn.Embedding):
@@ -64,6 +77,8 @@ def swap_quantized(model: nn.Module, spec: QuantizationSpec) -> None:
         with torch.device(device):
             if isinstance(old, nn.Linear):
                 new = QuantLinear(old.in_features, old.out_features, old.bias is not None, layer_scheme, spec.group_size)
+            elif _linear_like(old):
+                new = QuantLinear(old.in_channels, old.out_channels, old.bias is not None, layer_scheme, spec.group_size)
             elif isinstance(old, nn.Embedding) and layer_scheme == "int8":
                 new = QuantEmbedding(old.num_embeddings, old.embedding_dim)
             else:

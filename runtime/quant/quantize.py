@@ -13,9 +13,9 @@ import torch
 
 from ..io import bundle as _bundle
 from ..errors import InputError
-from ..io.files import sha256_file
+from ..io.files import atomic_directory, sha256_file
 from ..version import __version__
-from .layers import check_quantizable, plan_layers
+from .layers import check_quantizable, linear_layers, plan_layers
 from .schemes import GROUP_SIZE, SCHEMES, quantize_int4, quantize_int8
 from .section import QuantizationSpec
 
@@ -79,10 +79,14 @@ def quantize(
     keep: Sequence[str] = (),
     force: bool = False,
     progress=None,
+    check=None,
 ) -> QuantizeResult:
     """Quantize the model ``src`` names into the bundle ``dst``; an up-to-date ``dst`` is skipped.
 
     ``progress(step, message)`` hears the hub's steps while ``src`` is fetched or converted.
+    ``check(source_bundle, quantized_bundle)`` (``--verify``) runs on the written bundle before
+    it takes ``dst``'s place; what it returns becomes ``result.verify`` (``to_dict()``), and an
+    exception from it leaves ``dst`` as it was. A skipped ``dst`` is checked where it is.
     """
     from ..conversion.run import check_destination, check_finite
     from ..models.architectures import model_entry
@@ -120,17 +124,17 @@ def quantize(
         source=str(bundle), destination=str(dst), status="quantized", scheme=scheme,
         architecture=cfg.architecture, layers=layers, source_bytes=weights.stat().st_size,
     )
-    kinds = (torch.nn.Linear, torch.nn.Embedding)
-    result.kept = sorted(
-        f"{n}.weight" for n, m in skeleton.named_modules() if isinstance(m, kinds) and n not in layers
-    )
+    result.kept = sorted(f"{n}.weight" for n in linear_layers(skeleton) if n not in layers)
     if not force and _up_to_date(dst, spec):
         result.status = "skipped"
+        if check is not None:
+            result.verify = check(bundle, dst).to_dict()
     else:
         tensors = dict(_bundle.read_tensors(bundle))
         check_finite(tensors, f"the source bundle {bundle}")  # NaN scales would quantize it silently
         for name, layer_scheme in layers.items():
             weight = tensors.pop(f"{name}.weight")
+            weight = weight.reshape(weight.shape[0], -1)  # a kernel-1 conv's [out, in, 1]
             if layer_scheme == "int8":
                 q, scale = quantize_int8(weight)
             else:
@@ -138,7 +142,12 @@ def quantize(
             tensors[f"{name}.weight"], tensors[f"{name}.weight_scale"] = q, scale
         out = dataclasses.replace(cfg, format_version=2, quantization=spec.to_dict())
         tok_files = _bundle.tokenizer_files(bundle, cfg.tokenizer)
-        _bundle.write_bundle(dst, out, tensors, tok_files)
+        if check is None:
+            _bundle.write_bundle(dst, out, tensors, tok_files)
+        else:  # written and checked beside dst; it replaces dst only once the check passes
+            with atomic_directory(dst) as staged:
+                _bundle.write_bundle(staged, out, tensors, tok_files)
+                result.verify = check(bundle, staged).to_dict()
         log.info("quantized %d layers of %s to %s; kept float: %s", len(layers), src, scheme, ", ".join(result.kept) or "none")
     result.bytes = (dst / _bundle.WEIGHTS_NAME).stat().st_size
     result.seconds = time.perf_counter() - start

@@ -1,4 +1,12 @@
-"""Compare a quantized bundle with its source on one clip: decoder-logit cosine and transcript change."""
+"""Compare a quantized bundle with its source on one clip: output cosine and transcript change.
+
+Whisper: the decoder logits of the source's first-window transcript, teacher-forced; reported,
+not gated. Encoder families (``ctc``, ``rnnt``, ``tdt``): the encoder output and the head's
+logits over the first chunk (CTC: every frame; a transducer: each frame's joint logits at the
+prediction state the source's greedy path had reached there, both models fed the same labels),
+and the WER of the quantized transcript against the source's over the whole clip. These are gated
+by ``ENCODER_GATES``: a bundle below them fails verification (``VerificationError``).
+"""
 
 from __future__ import annotations
 
@@ -10,7 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..errors import CapabilityError, InputError
+from ..errors import CapabilityError, InputError, VerificationError
 
 _WORD = re.compile(r"[^\w]+")
 
@@ -25,6 +33,44 @@ class VerifyReport:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+# Gates for the encoder families, per scheme. On tiny random Parakeets (128 x 2; see the evidence
+# in oasr.models.fastconformer.model) int8 measured encoder and head cosines of 0.9998-0.9999 and
+# int4 0.97-0.98: the gates sit several times further from 1, while one layer's scales off by 4x
+# (tests/test_quantize_fastconformer.py's deliberate break) falls below them. Random weights flip
+# near-tied labels (int8 changed their jfk transcript by 2-13 WER points) where trained ones
+# change by a point or two (Whisper base int8: none), so the WER gate catches a broken model only.
+ENCODER_GATES = {
+    "int8": {"encoder_cosine": 0.999, "cosine": 0.999, "wer_change": 0.25},
+    "int4": {"encoder_cosine": 0.95, "cosine": 0.95, "wer_change": 0.25},
+}
+ENCODER_FAMILIES = ("ctc", "rnnt", "tdt")
+
+
+@dataclass(frozen=True)
+class EncoderVerifyReport:
+    audio: str
+    cosine: float  # the head's logits over the first chunk, flattened
+    encoder_cosine: float  # the encoder output over the first chunk, flattened
+    wer_change: float  # word error rate of the quantized transcript against the source's transcript
+    source_text: str
+    text: str
+    gates: dict[str, float]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def failures(self) -> list[str]:
+        """The gates missed, in words (empty when it passes)."""
+        out = []
+        if not self.encoder_cosine >= self.gates["encoder_cosine"]:  # NaN fails
+            out.append(f"encoder cosine {self.encoder_cosine:.5f} < {self.gates['encoder_cosine']}")
+        if not self.cosine >= self.gates["cosine"]:
+            out.append(f"head logit cosine {self.cosine:.5f} < {self.gates['cosine']}")
+        if not self.wer_change <= self.gates["wer_change"]:
+            out.append(f"WER change {100 * self.wer_change:.1f} points > {100 * self.gates['wer_change']:g}")
+        return out
 
 
 def _words(text: str) -> list[str]:
@@ -58,11 +104,73 @@ def first_window_logits(loaded, samples: np.ndarray, tokens: list[int]) -> torch
         return model.logits(torch.tensor([tokens], device=param.device), features)[0].float().cpu()
 
 
-def verify(source, quantized, audio: str | Path, *, device: str = "cpu") -> VerifyReport:
+def _cosine(a: torch.Tensor, b: torch.Tensor) -> float:
+    return torch.nn.functional.cosine_similarity(a.flatten().double(), b.flatten().double(), dim=0).item()
+
+
+def first_chunk_outputs(loaded, samples: np.ndarray, labels: list | None = None):
+    """(encoder output [T, C], head logits [T, V], the greedy labels) of an encoder-family model
+    over the first chunk of ``samples``. ``labels`` (a transducer's source path, as returned):
+    teacher-force these instead of decoding, so both models are compared at the same states."""
+    from ..decoding.ctc import greedy_ctc
+    from ..decoding.transducer import greedy_transducer
+    from ..features import feature_extractor
+    from ..pipelines.transcribe.ctc import CHUNK_LENGTH
+
+    spec, model = loaded.feature_spec, loaded.model
+    param = next(model.parameters())
+    first = samples[: int(loaded.decoding.options.get("chunk_length", CHUNK_LENGTH) * spec.sample_rate)]
+    audio = torch.from_numpy(np.ascontiguousarray(first, dtype=np.float32)).to(param.device)
+    features = feature_extractor(spec)(audio, spec)[None].to(param.dtype)
+    with torch.inference_mode():
+        encoded, lengths = model.encode(features, torch.tensor([features.shape[-1]], device=param.device))
+        if loaded.decoding.family == "ctc":
+            logits = model.ctc_logits(encoded)[0]
+            return encoded[0].float().cpu(), logits.float().cpu(), None
+        if labels is None:
+            labels = [(t.id, t.frame) for t in greedy_transducer(
+                model, encoded, lengths, blank_id=loaded.decoding.blank_id,
+                durations=tuple(loaded.decoding.options.get("durations", ())),
+                max_symbols=loaded.decoding.options.get("max_symbols_per_step", 10),
+            )[0]]
+        ids = torch.tensor([[model.blank_id] + [i for i, _ in labels]], device=param.device)
+        pred = model.joint.pred(model.decoder(ids)[0][0])  # [U + 1, J]: the state after each prefix
+        frames = torch.arange(encoded.shape[1])
+        emitted = torch.tensor([f for _, f in labels], dtype=torch.long)
+        state = torch.searchsorted(emitted, frames, right=False)  # labels emitted before each frame
+        logits = model.joint_logits(model.project_encoder(encoded[0]), pred[state.to(param.device)])
+        return encoded[0].float().cpu(), logits.float().cpu(), labels
+
+
+def _verify_encoder(models, samples: np.ndarray, audio) -> EncoderVerifyReport:
+    import oasr
+
+    texts = [oasr.transcribe(samples, m).text for m in models]
+    enc_a, logits_a, labels = first_chunk_outputs(models[0], samples)
+    enc_b, logits_b, _ = first_chunk_outputs(models[1], samples, labels)
+    section = models[1].quantization
+    if section is None:
+        raise InputError("--verify compares a quantized bundle with its source; the second model is not quantized")
+    scheme = section["scheme"]
+    return EncoderVerifyReport(
+        str(audio), _cosine(logits_a, logits_b), _cosine(enc_a, enc_b), word_error_rate(texts[0], texts[1]),
+        texts[0], texts[1], dict(ENCODER_GATES[scheme]),
+    )
+
+
+def check_gates(report) -> None:
+    """Raise ``VerificationError`` when ``report`` misses a gate (Whisper's report has none)."""
+    failures = report.failures() if isinstance(report, EncoderVerifyReport) else []
+    if failures:
+        raise VerificationError(f"verification on {report.audio} failed: {'; '.join(failures)}")
+
+
+def verify(source, quantized, audio: str | Path, *, device: str = "cpu") -> VerifyReport | EncoderVerifyReport:
     """Transcribe ``audio`` with both models (default options, seeded) and compare.
 
     ``source``/``quantized``: bundle paths or ``LoadedModel``s. Only transcription models can be
-    verified today.
+    verified: Whisper by teacher-forced decoder logits, the encoder families (CTC, RNN-T, TDT) by
+    encoder and head outputs (see the module's text; ``check_gates`` applies their gates).
     """
     import oasr
     from ..io.audio import load_audio
@@ -72,6 +180,8 @@ def verify(source, quantized, audio: str | Path, *, device: str = "cpu") -> Veri
     if "transcribe" not in models[0].capabilities:
         raise CapabilityError(f"--verify compares transcripts; {models[0].architecture} models do not transcribe")
     samples = load_audio(audio, models[0].feature_spec.sample_rate)
+    if models[0].decoding.family in ENCODER_FAMILIES:
+        return _verify_encoder(models, samples, audio)
     transcripts = []
     for m in models:
         torch.manual_seed(0)  # temperature fallback samples alike

@@ -3,13 +3,14 @@
 The algorithm is openai-whisper's ``DecodingTask`` (same filters, ranking and scores); the work
 is organised for speed:
 
-- the prompt (previous text, start-of-transcript sequence) runs once, for a batch of one, and is
-  shared by every temperature a window falls back to;
-- beams or samples then run as one batch per step over the KV cache, whose cross-attention keys
-  stay a batch of one (every row reads the same audio) and whose self-attention keys follow the
-  beams through ``WhisperKVCache.reorder``;
-- suppression masks are boolean tensors built once per decoder; each step makes one decoder call,
-  one log-softmax and one device-to-host transfer of a few candidates.
+- the prompt (previous text, start-of-transcript sequence) runs once per window, and is shared
+  by every temperature a window falls back to;
+- a batch of windows (``decode_batch``, batched long-form) decodes together: every beam or
+  sample of every window is one row of one decoder call per step; the cross-attention keys stay
+  one row per window (the rows of a window read the same audio), the self-attention keys follow
+  the beams through ``WhisperKVCache.reorder`` and a window that is done leaves the batch;
+- suppression masks are built once per decoder; each step makes one decoder call, one
+  log-softmax and one device-to-host transfer of a few candidates per window.
 """
 
 from __future__ import annotations
@@ -45,18 +46,24 @@ class WindowResult:
 
 @dataclass
 class Prompted:
-    """A window after its prompt ran: shared by every decode of the window (fallbacks)."""
+    """W windows after their prompt ran: shared by every decode of them (fallbacks)."""
 
-    audio_features: Tensor  # [1, Ta, C]
+    audio_features: Tensor  # [W, Ta, C]
     length: int  # prompt tokens
-    self_kv: dict  # the prompt's self-attention keys/values, batch of one
-    cross_kv: dict  # the audio's cross-attention keys/values, batch of one
-    first_logits: Tensor  # [1, V] fp32: the next-token logits after the prompt
-    no_speech_prob: float
+    self_kv: dict  # the prompt's self-attention keys/values [W, H, length, D] per block
+    cross_kv: dict  # the audio's cross-attention keys/values [W, H, Ta, D] per block
+    first_logits: Tensor  # [W, V] fp32: the next-token logits after the prompt
+    no_speech_prob: float  # the first window's
+    no_speech_probs: tuple[float, ...] = ()  # every window's
 
-    def cache(self) -> WhisperKVCache:
-        """A fresh cache holding the prompt (tensors are shared, never written in place)."""
-        return WhisperKVCache(self_kv=dict(self.self_kv), cross_kv=dict(self.cross_kv))
+    @property
+    def windows(self) -> int:
+        return self.first_logits.shape[0]
+
+    def cache(self, steps: int = 0) -> WhisperKVCache:
+        """A fresh cache holding the prompt (copied: the prompt's keys are never written) with
+        room for ``steps`` more positions."""
+        return WhisperKVCache.holding(self.self_kv, self.cross_kv, capacity=self.length + steps)
 
 
 class WhisperDecoder:
@@ -118,32 +125,55 @@ class WhisperDecoder:
 
     @torch.inference_mode()
     def prompt(self, audio_features: Tensor, tokens: Sequence[int], sot_index: int) -> Prompted:
-        """Run ``tokens`` through the decoder for a batch of one ``audio_features`` [1, Ta, C]."""
+        """Run ``tokens`` through the decoder for every window of ``audio_features`` [W, Ta, C]
+        (the same prompt for each)."""
         cache = WhisperKVCache()
-        x = torch.tensor([list(tokens)], dtype=torch.long, device=self.device)
-        logits = self.model.logits(x, audio_features[:1], cache)[0]
-        no_speech = logits[sot_index].softmax(dim=-1)[self.tokenizer.no_speech].item()
+        w = audio_features.shape[0]
+        x = torch.tensor([list(tokens)], dtype=torch.long, device=self.device).expand(w, -1)
+        logits = self.model.logits(x, audio_features, cache)
+        no_speech = logits[:, sot_index].softmax(dim=-1)[:, self.tokenizer.no_speech].tolist()
+        n = len(tokens)
         return Prompted(
-            audio_features=audio_features[:1],
-            length=len(tokens),
-            self_kv=cache.self_kv,
+            audio_features=audio_features,
+            length=n,
+            self_kv={i: (k[:, :, :n], v[:, :, :n]) for i, (k, v) in cache.self_kv.items()},
             cross_kv=cache.cross_kv,
-            first_logits=logits[-1:].float().clone(),  # not a view: the prompt's logits can go
-            no_speech_prob=no_speech,
+            first_logits=logits[:, -1].float().clone(),  # not a view: the prompt's logits can go
+            no_speech_prob=no_speech[0],
+            no_speech_probs=tuple(no_speech),
         )
 
     # -- decoding -----------------------------------------------------------------------------
 
+    def _max_steps(self, prompted: Prompted) -> int:
+        return min(self.sample_len, self.n_ctx - prompted.length + 1)
+
     @torch.inference_mode()
     def decode(self, prompted: Prompted, temperature: float = 0.0) -> WindowResult:
-        """The best sequence at ``temperature``: beam search at 0 (greedy with beam_size 1),
-        the most likely of ``best_of`` samples above 0."""
-        max_steps = min(self.sample_len, self.n_ctx - prompted.length + 1)
+        """The best sequence of the (first) window at ``temperature``: beam search at 0 (greedy
+        with beam_size 1), the most likely of ``best_of`` samples above 0."""
+        max_steps = self._max_steps(prompted)
         if temperature == 0 and self.beam_size > 1:
             candidates = self._beam_search(prompted, max_steps)
         else:
             rows = 1 if temperature == 0 else self.best_of
-            candidates = self._sample(prompted, max_steps, rows, temperature)
+            candidates = self._sample(prompted, max_steps, rows, temperature)[0]
+        return self._result(candidates, prompted.no_speech_prob, temperature)
+
+    @torch.inference_mode()
+    def decode_batch(self, prompted: Prompted, temperature: float = 0.0) -> list[WindowResult]:
+        """``decode`` for every window of ``prompted``, decoded together; the same result per
+        window as decoding it alone (up to the rounding of batched matrix products)."""
+        max_steps = self._max_steps(prompted)
+        if temperature == 0 and self.beam_size > 1:
+            per_window = self._beam_search_windows(prompted, max_steps)
+        else:
+            rows = 1 if temperature == 0 else self.best_of
+            per_window = self._sample(prompted, max_steps, rows, temperature)
+        no_speech = prompted.no_speech_probs or (prompted.no_speech_prob,)
+        return [self._result(c, p, temperature) for c, p in zip(per_window, no_speech)]
+
+    def _result(self, candidates: list[tuple[list[int], float]], no_speech_prob: float, temperature: float) -> WindowResult:
         tokens, sum_logprob = max(candidates, key=self._rank_score)
         text = self.tokenizer.decode(tokens)
         return WindowResult(
@@ -151,7 +181,7 @@ class WhisperDecoder:
             text=text,
             sum_logprob=sum_logprob,
             avg_logprob=sum_logprob / (len(tokens) + 1),
-            no_speech_prob=prompted.no_speech_prob,
+            no_speech_prob=no_speech_prob,
             temperature=temperature,
             compression_ratio=compression_ratio(text.strip()),
         )
@@ -166,16 +196,18 @@ class WhisperDecoder:
     def _step(self, tokens: Tensor, prompted: Prompted, cache: WhisperKVCache) -> Tensor:
         return self.model.logits(tokens[:, None], prompted.audio_features, cache)[:, -1].float()
 
-    def _sample(self, prompted: Prompted, max_steps: int, rows: int, temperature: float):
-        """Greedy (one row at temperature 0) or ``rows`` independent samples."""
-        eot = self.tokenizer.eot
-        cache = prompted.cache()
-        state = self.filter.new_state(1, self.device)
+    def _sample(self, prompted: Prompted, max_steps: int, per_window: int, temperature: float):
+        """Greedy (one row per window at temperature 0) or ``per_window`` independent samples of
+        each window; the candidates of each window."""
+        eot, w = self.tokenizer.eot, prompted.windows
+        rows = w * per_window
+        cache = prompted.cache(max_steps)
+        state = self.filter.new_state(w, self.device)
         logits = self.filter.apply(prompted.first_logits.clone(), state)
-        spread = None  # the first step: the prompt row becomes ``rows`` rows
-        if rows > 1:
-            logits = logits.expand(rows, -1)
-            spread = torch.zeros(rows, dtype=torch.long, device=self.device)
+        spread = None  # the first step: each window's prompt row becomes ``per_window`` rows
+        if per_window > 1:
+            spread = torch.arange(w, device=self.device).repeat_interleave(per_window)
+            logits = logits[spread]
             cache.reorder(spread)
         out = torch.full((rows, max_steps), eot, dtype=torch.long, device=self.device)
         sum_logprobs = torch.zeros(rows, device=self.device)
@@ -198,7 +230,7 @@ class WhisperDecoder:
         candidates = []
         for seq, score in zip(out.tolist(), sum_logprobs.tolist()):
             candidates.append((seq[: seq.index(eot)] if eot in seq else seq, score))
-        return candidates
+        return [candidates[i : i + per_window] for i in range(0, rows, per_window)]
 
     def _draw(self, logits: Tensor, temperature: float) -> Tensor:
         """One token per row from softmax(logits / temperature), by inverting the cumulative
@@ -208,53 +240,86 @@ class WhisperDecoder:
         return torch.searchsorted(cdf, u, right=True)[:, 0].clamp_(max=cdf.shape[-1] - 1)
 
     def _beam_search(self, prompted: Prompted, max_steps: int):
-        """openai's BeamSearchDecoder: each beam proposes its beam_size + 1 best tokens, the
-        best beam_size unfinished candidates go on, finished ones are kept until
-        ``beam_size * patience`` are collected."""
+        """The beam search of one window (the first): its finished candidates."""
+        return self._beam_search_windows(prompted, max_steps)[0]
+
+    def _beam_search_windows(self, prompted: Prompted, max_steps: int) -> list[list[tuple[list[int], float]]]:
+        """openai's BeamSearchDecoder for each window: each beam proposes its beam_size + 1 best
+        tokens, the best beam_size unfinished candidates go on, finished ones are kept until
+        ``beam_size * patience`` are collected; then the window leaves the batch.
+
+        Rows are window-major: window a's beams are rows a * R .. a * R + R - 1 (R = 1 at the
+        first step, beam_size after it). The choice is made on the host from one transfer of
+        the (beam_size + 1) best candidates of every row, openai's exact order and tie rule."""
         eot, beam = self.tokenizer.eot, self.beam_size
-        cache = prompted.cache()
-        state = self.filter.new_state(1, self.device)
+        width = beam + 1
+        cache = prompted.cache(max_steps)
+        w = prompted.windows
+        state = self.filter.new_state(w, self.device)
         logits = self.filter.apply(prompted.first_logits.clone(), state)
-        sequences: list[list[int]] = [[]]
-        sum_logprobs = torch.zeros(1, device=self.device)
-        finished: list[tuple[list[int], float]] = []
+        active = list(range(w))  # windows still in the batch, in row order
+        sequences: list[list[list[int]]] = [[[]] for _ in range(w)]  # per window, per beam
+        beam_scores: list[list[float]] = [[0.0] for _ in range(w)]
+        finished: list[list[tuple[list[int], float]]] = [[] for _ in range(w)]
+        sum_logprobs = torch.zeros(w, device=self.device)
+        rows_per = 1
         for step in range(max_steps):
             if step > 0:
                 logits = self.filter.apply(self._step(tokens, prompted, cache), state)
             scores = sum_logprobs[:, None] + logits.log_softmax(dim=-1)
-            top_scores, top_tokens = scores.topk(beam + 1, dim=-1)  # [rows, beam + 1]
+            top_scores, top_tokens = scores.topk(width, dim=-1)  # [rows, beam + 1]
             flat_scores, flat_tokens = top_scores.flatten(), top_tokens.flatten()
-            values, ids = flat_scores.tolist(), flat_tokens.tolist()
-            order = sorted(range(len(values)), key=values.__getitem__, reverse=True)
-            keep: list[int] = []
-            newly_finished: list[tuple[list[int], float]] = []
-            for i in order:
-                source = i // (beam + 1)
-                if ids[i] == eot:
-                    newly_finished.append((sequences[source], values[i]))
-                else:
-                    keep.append(i)
-                    if len(keep) == beam:
+            per = rows_per * width  # candidates per window
+            # One transfer for scores and ids (float64 holds both exactly).
+            all_values, all_ids = torch.stack((flat_scores.double(), flat_tokens.double())).tolist()
+            kept_flat: list[int] = []  # flat candidate indices that go on, window by window
+            staying: list[int] = []  # positions (in ``active``) of the windows that go on
+            for position, window in enumerate(active):
+                base = position * per
+                values, ids = all_values[base : base + per], all_ids[base : base + per]
+                order = sorted(range(per), key=values.__getitem__, reverse=True)
+                keep: list[int] = []
+                newly_finished: list[tuple[list[int], float]] = []
+                for i in order:
+                    if ids[i] == eot:  # ids are floats here: == compares exactly
+                        newly_finished.append((sequences[window][i // width], values[i]))
+                    else:
+                        keep.append(i)
+                        if len(keep) == beam:
+                            break
+                done = finished[window]
+                for candidate in newly_finished:  # already in descending score order
+                    if len(done) >= self.max_candidates:
                         break
-            for candidate in newly_finished:  # already in descending score order
-                if len(finished) >= self.max_candidates:
-                    break
-                finished.append(candidate)
-            if len(finished) >= self.max_candidates:
+                    done.append(candidate)
+                if len(done) >= self.max_candidates:
+                    continue  # this window is done
+                sequences[window] = [sequences[window][i // width] + [int(ids[i])] for i in keep]
+                beam_scores[window] = [values[i] for i in keep]
+                kept_flat.extend(base + i for i in keep)
+                staying.append(position)
+            n_rows = len(active) * rows_per
+            if len(staying) < len(active):
+                active = [active[p] for p in staying]
+            if not active:
                 break
-            sources = [i // (beam + 1) for i in keep]
-            sequences = [sequences[s] + [ids[i]] for s, i in zip(sources, keep)]
-            index = torch.tensor(keep, dtype=torch.long, device=self.device)
+            index = torch.tensor(kept_flat, dtype=torch.long, device=self.device)
             tokens, sum_logprobs = flat_tokens[index], flat_scores[index]
+            sources = [i // width for i in kept_flat]
             source_index = None
-            if sources != list(range(len(sources))):  # the first step always: one row -> beam rows
-                source_index = torch.div(index, beam + 1, rounding_mode="floor")
-                cache.reorder(source_index)
+            if len(sources) != n_rows or sources != list(range(n_rows)):  # always at the first step: one row -> beam rows
+                source_index = torch.div(index, width, rounding_mode="floor")
+                dropped = len(staying) < n_rows // rows_per  # windows that are done leave the batch
+                remaining = torch.tensor(staying, dtype=torch.long, device=self.device) if dropped else None
+                cache.reorder(source_index, remaining)
             state.update(tokens, source_index)
-        if len(finished) < beam:  # not enough finished: the best unfinished beams fill up
-            for j in sorted(range(len(sequences)), key=sum_logprobs.tolist().__getitem__, reverse=True):
-                finished.append((sequences[j], sum_logprobs[j].item()))
-                if len(finished) >= beam:
-                    break
+            rows_per = beam
+        for window in range(w):  # not enough finished: the best unfinished beams fill up
+            done = finished[window]
+            if len(done) < beam:
+                values = beam_scores[window]
+                for j in sorted(range(len(values)), key=values.__getitem__, reverse=True):
+                    done.append((sequences[window][j], values[j]))
+                    if len(done) >= beam:
+                        break
         return finished
-

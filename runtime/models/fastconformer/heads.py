@@ -12,20 +12,21 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .config import FastConformerConfig
+from .encoder import PointwiseConv1d
 
 ACTIVATIONS = {"relu": F.relu, "tanh": torch.tanh, "sigmoid": torch.sigmoid, "silu": F.silu, "swish": F.silu}
 
 
 class ConvASRDecoder(nn.Module):
-    """A 1x1 convolution from encoder frames to label logits."""
+    """A 1x1 convolution from encoder frames to label logits (run as a linear layer on [B, T, C])."""
 
     def __init__(self, cfg: FastConformerConfig):
         super().__init__()
-        self.decoder_layers = nn.Sequential(nn.Conv1d(cfg.d_model, cfg.vocab_size + 1, 1))
+        self.decoder_layers = nn.Sequential(PointwiseConv1d(cfg.d_model, cfg.vocab_size + 1))
 
     def forward(self, encoded: Tensor) -> Tensor:
         """encoded [B, T, C] -> logits [B, T, V]."""
-        return self.decoder_layers(encoded.transpose(1, 2)).transpose(1, 2)
+        return self.decoder_layers(encoded)
 
 
 class _Prediction(nn.Module):

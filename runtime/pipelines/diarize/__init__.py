@@ -53,7 +53,6 @@ def diarize(
     once per process); None: ``pyannote-segmentation-3.0`` and ``ge2e-speaker``.
     ``progress(done_seconds, total_seconds)`` is called as the windows are segmented, and at the end.
     """
-    from . import clustering, reconstruct
     from .local import local_embeddings
     from .segmentation import segment
 
@@ -71,8 +70,20 @@ def diarize(
 
     report = None if progress is None else (lambda done, total: progress(duration * done / total, duration))
     seg = segment(samples, segmenter, options.step, options.onset, progress=report)
-    active = seg.activity.any(axis=1)
     embeddings, reliable = local_embeddings(samples, seg, encoder, options.min_embed_seconds, SAMPLE_RATE)
+    turns = turns_of(seg, embeddings, reliable, options, len(samples), duration)
+    if progress is not None:
+        progress(duration, duration)
+    log.info("%d speaker(s), %d turn(s)", len({t.speaker for t in turns}), len(turns))
+    return SpeakerTurns(turns=tuple(turns), duration=duration, provenance=provenance, source=source)
+
+
+def turns_of(seg, embeddings: np.ndarray, reliable: np.ndarray, options: DiarizeOptions, samples: int, duration: float) -> list:
+    """Steps 3 and 4: the local speakers' embeddings clustered, the windows reconstructed into
+    turns (benchmarks/diarize_tune.py calls this on cached segmentations and embeddings)."""
+    from . import clustering, reconstruct
+
+    active = seg.activity.any(axis=1)
     log.info("%d window(s), %d local speaker(s), %d embedded reliably", len(seg.starts), active.sum(), reliable.sum())
     labels = clustering.cluster_local_speakers(
         embeddings,
@@ -84,14 +95,13 @@ def diarize(
         low=options.min_speakers,
         high=options.max_speakers,
     )
-    frames = seg.num_global_frames(len(samples))
+    frames = seg.num_global_frames(samples)
     speakers = int(labels.max()) + 1 if (labels >= 0).any() else 0
     count = reconstruct.speaker_count(seg, frames)
     if options.exclusive:
         count = np.minimum(count, 1)
     activations = reconstruct.global_activity(seg, labels, max(speakers, 1), frames)
-    turns = reconstruct.turns_from_frames(reconstruct.binarize(activations, count), seg, SAMPLE_RATE, duration)
-    if progress is not None:
-        progress(duration, duration)
-    log.info("%d speaker(s), %d turn(s)", len({t.speaker for t in turns}), len(turns))
-    return SpeakerTurns(turns=tuple(turns), duration=duration, provenance=provenance, source=source)
+    binary = reconstruct.binarize(activations, count)
+    # Filling a pause could overlap the next speaker's turn: the exclusive view keeps its pauses.
+    min_gap = 0.0 if options.exclusive else reconstruct.MIN_GAP
+    return reconstruct.turns_from_frames(binary, seg, SAMPLE_RATE, duration, min_gap)

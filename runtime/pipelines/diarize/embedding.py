@@ -1,4 +1,11 @@
-"""Speaker embeddings with the GE2E encoder, computed as Resemblyzer's ``VoiceEncoder.embed_utterance``.
+"""Speaker embeddings: the GE2E encoder (offline default) or a WeSpeaker ResNet, by the bundle's architecture.
+
+``uses_frame_weights(encoder)`` tells which way a diarization embeds a local speaker: GE2E on
+that speaker's samples joined (``embed_segments``), WeSpeaker on the whole window with the
+speaker's frames as the statistics-pooling weights (``embed_weighted_windows``), as pyannote 3.1
+calls ``pyannote/wespeaker-voxceleb-resnet34-LM``.
+
+GE2E, computed as Resemblyzer's ``VoiceEncoder.embed_utterance``.
 
 An utterance is cut into partial utterances of 160 mel frames (1.6 s), one every
 ``round(16000 / rate / 160)`` frames (77 at the default rate 1.3/s); the last partial is kept when
@@ -124,6 +131,8 @@ def embed_segments(
     Windows reaching past the end of ``audio`` are cut there; a window must have ``0 <= start < end``.
     """
     loaded = load_pretrained(model, task="speaker-embedding")
+    if uses_frame_weights(loaded):
+        return _wespeaker_segments(_mono(audio), segments, loaded)
     encoder, spec = loaded.model, loaded.feature_spec
     partial_frames = loaded.config.partial_frames
     audio = _mono(audio)
@@ -170,6 +179,91 @@ def embed_segments(
             embeds.index_add_(0, torch.tensor(owners), torch.cat(partials))
     # The mean's direction is the sum's; normalising once gives Resemblyzer's mean-then-normalise.
     return torch.nn.functional.normalize(embeds, dim=1, eps=1e-12).numpy()
+
+
+WESPEAKER = "wespeaker-resnet"  # the architecture that embeds windows with per-frame weights
+WINDOWS_PER_BATCH = 8  # 10 s windows through the ResNet at once (tens of MB of activations each)
+
+
+def uses_frame_weights(encoder: Any) -> bool:
+    """True for an encoder that embeds a whole window with per-frame weights (WeSpeaker)."""
+    return getattr(encoder, "architecture", None) == WESPEAKER
+
+
+def embed_weighted_windows(
+    audio: np.ndarray,
+    starts: np.ndarray,
+    window: int,
+    weights: np.ndarray,
+    model: Any = "wespeaker-resnet34",
+    *,
+    batch_size: int = WINDOWS_PER_BATCH,
+) -> np.ndarray:
+    """audio [samples] 16 kHz mono float32, window starts [N] (samples), weights [N, K, W] over
+    each window's W frames (segmentation frames: resampled to the ResNet's, nearest neighbour)
+    -> [N, K, E] L2-normalised WeSpeaker embeddings, NaN where a speaker's weights are all zero.
+
+    Each window is ``window`` samples from its start, zero-padded past the end of ``audio``
+    (pyannote's ``crop(mode="pad")``); its fbank is centred on the whole window, the ResNet runs
+    once per window and the statistics are pooled once per speaker."""
+    from ...features.fbank import centered_fbank
+
+    loaded = load_pretrained(model, task="speaker-embedding")
+    if not uses_frame_weights(loaded):
+        raise InputError(f"{loaded.architecture} embeds utterances, not weighted windows: use embed_segments")
+    encoder, config = loaded.model, loaded.config
+    audio = _mono(audio)
+    weights = np.asarray(weights, dtype=np.float32)
+    n, k = len(starts), weights.shape[1] if weights.ndim == 3 else 0
+    if weights.ndim != 3 or weights.shape[0] != n:
+        raise InputError(f"weights must be [windows, speakers, frames] for {n} windows, got shape {weights.shape}")
+    if batch_size < 1:
+        raise InputError(f"batch_size must be at least 1, got {batch_size}")
+    if config.fbank_options().num_frames(window) < 1:
+        raise InputError(f"a window of {window} samples is shorter than one WeSpeaker fbank frame")
+    device = next(encoder.parameters()).device
+    dtype = next(encoder.parameters()).dtype
+    out = np.full((n, k, config.embedding_size), np.nan, dtype=np.float32)
+    todo = np.flatnonzero(weights.sum(axis=(1, 2)) > 0)  # windows where someone speaks
+    with torch.inference_mode():
+        for first in range(0, len(todo), batch_size):
+            rows = todo[first : first + batch_size]
+            batch = np.zeros((len(rows), window), dtype=np.float32)
+            for row, w in enumerate(rows):
+                a = int(starts[w])
+                piece = audio[a : min(a + window, len(audio))]
+                batch[row, : len(piece)] = piece
+            fbank = centered_fbank(torch.from_numpy(batch).to(device), config.fbank_options())
+            frames = encoder.frames(fbank.to(dtype))
+            embeds = encoder.embed(frames, torch.from_numpy(weights[rows]).to(device, dtype)).float()
+            out[rows] = torch.nn.functional.normalize(embeds, dim=-1, eps=1e-12).cpu().numpy()
+    out[weights.sum(axis=2) == 0] = np.nan
+    return out
+
+
+def _wespeaker_segments(audio: np.ndarray, segments: Sequence[tuple[float, float]], loaded) -> np.ndarray:
+    """Each (start_s, end_s) window embedded alone by a WeSpeaker ResNet, unweighted. No volume
+    gain: a gain only shifts every log fbank value by a constant, which the mean removal cancels."""
+    from ...features.fbank import centered_fbank
+
+    encoder, config = loaded.model, loaded.config
+    options = config.fbank_options()
+    device = next(encoder.parameters()).device
+    dtype = next(encoder.parameters()).dtype
+    embeds = []
+    with torch.inference_mode():
+        for index, (start_s, end_s) in enumerate(segments):
+            if not 0 <= start_s < end_s:
+                raise InputError(f"segment {index} ({start_s}, {end_s}): expected 0 <= start < end")
+            a = min(round(start_s * config.sample_rate), len(audio))
+            piece = np.ascontiguousarray(audio[a : min(round(end_s * config.sample_rate), len(audio))], dtype=np.float32)
+            if config.num_frames(options.num_frames(len(piece))) < 2:  # no std of fewer than two ResNet frames
+                raise InputError(f"segment {index} ({start_s}, {end_s}) is too short for the WeSpeaker front end")
+            fbank = centered_fbank(torch.from_numpy(piece)[None].to(device), options)
+            embeds.append(encoder(fbank.to(dtype)).float().cpu())
+    if not embeds:
+        return np.zeros((0, config.embedding_size), dtype=np.float32)
+    return torch.nn.functional.normalize(torch.cat(embeds), dim=1, eps=1e-12).numpy()
 
 
 def _mono(audio: Any) -> np.ndarray:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .embedding import embed_segments, volume_gain
+from .embedding import embed_segments, embed_weighted_windows, uses_frame_weights, volume_gain
 from .segmentation import Segmentation
 
 PAIRS_PER_BATCH = 64  # (window, speaker) pairs embedded at once: at most ~64 x 10 s of samples joined
@@ -34,6 +34,9 @@ def local_embeddings(
     n, t, k = seg.activity.shape
     min_frames = int(np.ceil(min_seconds * sample_rate / seg.frame_step))
     masks, reliable = speaker_masks(seg.activity, min_frames)
+    if uses_frame_weights(encoder):  # WeSpeaker: the whole window, the speaker's frames as pooling weights
+        out = embed_weighted_windows(samples, seg.starts, seg.window, masks.transpose(0, 2, 1), encoder)
+        return out, reliable & ~np.isnan(out[..., 0])
     embeddable = masks.sum(axis=1) > 0
     size = encoder.config.embedding_size
     out = np.full((n, k, size), np.nan, dtype=np.float32)

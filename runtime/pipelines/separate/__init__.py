@@ -6,10 +6,11 @@ The steps of ``demucs.separate``: the track is read at the model's rate and chan
 clip policy. Stems go to files as segments finish (``writer.py``) when ``files`` says where, else
 they are returned in memory.
 
-Memory: the track itself (channels x samples float32 at the model's rate, 21 MB a minute of
-44.1 kHz stereo), plus per member and shift under two segments of every source (about 11 MB for
-htdemucs' 7.8 s x 4 sources x 2 channels), plus one forward pass; the stems are on disk, not in
-memory, so a longer track costs only its own samples.
+Memory: per member and shift under two segments of every source (about 11 MB for htdemucs'
+7.8 s x 4 sources x 2 channels), plus one forward pass, plus the track's samples while it is
+short (``SPOOL_SAMPLES`` values: under two minutes of 44.1 kHz stereo); a longer decoded track
+is on disk, read a window at a time, and the stems are on disk, so memory does not grow with the
+track (a caller's own array is used as it is).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from ...loading import load_pretrained
 from ...options import SeparateOptions
 from ...results import Stem, Stems
 from .overlap import Plan, stream
-from .track import read_track
+from .track import Track, mix_stats, read_track
 from .writer import StemFiles, StemWriter
 
 log = logging.getLogger("oasr")
@@ -77,13 +78,13 @@ def separate(
     samples, source = read_track(audio, rate, channels, input_rate=sample_rate)
     plans = _plans(net, options, loaded.model.config)
     first = next(net.parameters())
-    track = torch.from_numpy(samples).to(first.device)
-    # demucs.separate normalises the whole track by its mono mix before apply_model.
-    mono = track.mean(0)
-    mean, std = mono.mean(), mono.std()
+    # demucs.separate normalises the whole track by its mono mix before apply_model: the lanes
+    # read windows normalised by the mix's mean and std, taken in a first pass.
+    mean, std = mix_stats(samples)
     if not std > 0:
-        std = torch.ones_like(std)  # digital silence: nothing to scale (demucs would divide by zero)
-    track = ((track - mean) / std).to(first.dtype)
+        std = 1.0  # digital silence: nothing to scale (demucs would divide by zero)
+    track = Track(samples, mean, std, first.device, first.dtype)
+    mean, std = track.mean, track.std
     total = samples.shape[-1] / rate
     results: list[np.ndarray] = []
     with torch.inference_mode(), _writer(files, names, rate, channels) as writer:

@@ -30,12 +30,35 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Iterator, Protocol, Sequence
 
 import torch
 from torch import Tensor
 
 Forward = Callable[[Tensor], Tensor]  # windows [B, C, valid] -> [B, S, C, valid]
+
+
+class Frames(Protocol):
+    """The track as lanes read it: ``read(a, b)`` is its samples [channels, b - a] (0 <= a < b
+    <= length) as the networks take them; ``separate.track.Track`` reads them from memory or disk."""
+
+    length: int
+    channels: int
+    device: torch.device
+    dtype: torch.dtype
+
+    def read(self, a: int, b: int) -> Tensor: ...
+
+
+class _InMemory:
+    """A [C, N] tensor as Frames."""
+
+    def __init__(self, track: Tensor):
+        self.track, self.length, self.channels = track, track.shape[-1], track.shape[0]
+        self.device, self.dtype = track.device, track.dtype
+
+    def read(self, a: int, b: int) -> Tensor:
+        return self.track[:, a:b]
 
 
 def triangle(valid: int, device=None) -> Tensor:
@@ -60,14 +83,13 @@ class Lane:
     the offset on); track sample ``x`` is ``y + base`` (base = offset - max_shift <= 0 with shifts).
     """
 
-    def __init__(self, plan: Plan, track: Tensor, overlap: float, base: int, length: int, sources: int, batch: int):
+    def __init__(self, plan: Plan, track: Frames, overlap: float, base: int, length: int, sources: int, batch: int):
         self.plan, self.track, self.base, self.length, self.batch = plan, track, base, length, batch
         self.stride = int((1 - overlap) * plan.valid)
         self.weight = triangle(plan.valid, track.device)
         self.next = 0  # y of the next chunk to run
         self.start = 0  # y of acc[..., 0]: everything before it has been handed out
-        channels = track.shape[0]
-        self.acc = torch.zeros(sources, channels, 0, device=track.device)
+        self.acc = torch.zeros(sources, track.channels, 0, device=track.device)
         self.wsum = torch.zeros(0, device=track.device)
 
     @property
@@ -87,17 +109,18 @@ class Lane:
         """The track's samples [C, valid] around chunk y = off (zeros outside the track)."""
         valid = self.plan.valid
         lo = self.base + off - (valid - l) // 2
-        n = self.track.shape[-1]
-        a, b = max(lo, 0), min(lo + valid, n)
+        a, b = max(lo, 0), min(lo + valid, self.track.length)
         if a >= b:
-            return self.track.new_zeros(self.track.shape[0], valid)
-        return torch.nn.functional.pad(self.track[:, a:b], (a - lo, lo + valid - b))
+            return torch.zeros(self.track.channels, valid, device=self.track.device, dtype=self.track.dtype)
+        return torch.nn.functional.pad(self.track.read(a, b), (a - lo, lo + valid - b))
 
     def step(self) -> None:
         """Run the next ``batch`` chunks through the network and add them in."""
         offs = list(range(self.next, self.length, self.stride))[: self.batch]
         lens = [min(self.length - off, self.plan.valid) for off in offs]
-        out = self.plan.forward(torch.stack([self._window(o, l) for o, l in zip(offs, lens)]))
+        windows = torch.stack([self._window(o, l) for o, l in zip(offs, lens)])
+        out = self.plan.forward(windows)
+        del windows  # the network's intermediates are gone; its input need not outlive them
         end = offs[-1] + lens[-1]
         grow = end - self.start - self.acc.shape[-1]
         if grow > 0:
@@ -138,10 +161,13 @@ def draw_offsets(rng: random.Random, plans: Sequence[Plan], shifts: int, length:
     return offsets
 
 
-def stream(plans: Sequence[Plan], track: Tensor, *, sources: int, overlap: float, shifts: int, max_shift: int,
+def stream(plans: Sequence[Plan], track: Tensor | Frames, *, sources: int, overlap: float, shifts: int, max_shift: int,
            rng: random.Random, batch: int = 1) -> Iterator[Tensor]:
-    """Separate ``track`` [C, N]: yields consecutive [S, C, n] stretches covering all N samples."""
-    length = track.shape[-1]
+    """Separate ``track`` ([C, N], or Frames of N samples): yields consecutive [S, C, n] stretches
+    covering all N samples."""
+    if isinstance(track, Tensor):
+        track = _InMemory(track)
+    length = track.length
     lanes: list[list[Lane]] = []
     if shifts:
         for plan, offs in zip(plans, draw_offsets(rng, plans, shifts, length, max_shift, overlap)):

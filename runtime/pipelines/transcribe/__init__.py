@@ -36,7 +36,7 @@ Progress = Callable[[float, float], None]
 ENGINE_GROUP = "oasr.engines"  # decoding family -> its Engine class
 # families the runtime is shaped for but has no engine for yet (transducers, attention rescoring,
 # Paraformer's CIF, speech LLMs): a model of one is refused with this list, not mis-decoded
-PLANNED = ("rnnt", "tdt", "aed", "cif", "speech_llm")
+PLANNED = ("aed", "cif", "speech_llm")
 
 
 @dataclass
@@ -95,7 +95,8 @@ def transcribe(
     rate (16 kHz; numpy or torch).
     ``model``: a ``LoadedModel``, or anything ``load_pretrained`` takes (a registry name, ``auto``,
     ``org/repo``, a bundle or a foreign checkpoint), loaded once per process on ``device`` in
-    ``dtype`` ("auto": the GPU when there is one, fp16 there, fp32 on the CPU).
+    ``dtype`` ("auto": the GPU when there is one, fp16 there; on the CPU Whisper's int8 variant,
+    made once, see ``oasr.precision``; "float32" keeps full precision).
     ``progress(done_seconds, total_seconds)`` is called as decoding advances.
 
     The language is ``options.language``, the model's own for single-language models, else

@@ -1,4 +1,5 @@
-"""The ``rnnt`` and ``tdt`` engines: transducer models decoded greedily by batched label looping.
+"""The ``rnnt`` and ``tdt`` engines: transducer models decoded greedily by batched label looping,
+or (RNN-T, ``TransducerDecoding.beam_size`` above 1) by NeMo's beam search.
 
 The model gives ``encode``, ``project_encoder``, ``predict`` and ``joint_logits`` (see
 ``oasr.decoding.transducer``); its bundle names the blank (``DecodingDefaults.blank_id``), TDT
@@ -16,7 +17,7 @@ import logging
 import numpy as np
 import torch
 
-from ...decoding.transducer import greedy_transducer
+from ...decoding.transducer import beam_transducer, greedy_transducer
 from ...errors import CapabilityError
 from ...options import CtcDecoding, TranscribeOptions, TransducerDecoding
 from . import EngineOutput
@@ -25,34 +26,67 @@ from .longform import TimedWord, feature_batches, keep_own, plan_chunks, to_segm
 
 log = logging.getLogger("oasr")
 
-CAN_DO = "greedy transducer decoding (--max-symbols-per-step), --decoder ctc on hybrid models, chunking and word timestamps"
+CAN_DO = (
+    "greedy transducer decoding (--max-symbols-per-step), RNN-T beam search (--beam-size), --decoder ctc on hybrid "
+    "models, chunking and word timestamps"
+)
+
+
+def heads(loaded) -> str:
+    """The decoders a transducer bundle offers, as --decoder names them."""
+    return "rnnt and ctc" if loaded.decoding.options.get("ctc_head") else "rnnt only"
+
+
+def _section(loaded, options: TranscribeOptions) -> TransducerDecoding:
+    """The transducer section of ``options``: its own, or the shared --beam-size."""
+    ctc.refuse_foreign_section(options, loaded.decoding.family, TransducerDecoding, CAN_DO)
+    beam = ctc.beam_size_asked(options)
+    if beam is not None:
+        return TransducerDecoding(beam_size=beam)
+    return options.decoding or TransducerDecoding()
 
 
 class Engine:
+    reads_windows = True  # takes a SampleFile: each chunk's samples are read from it (longform.feature_batches)
+
     def __new__(cls, loaded, options: TranscribeOptions):
-        ctc.refuse_foreign_section(options, loaded.decoding.family, TransducerDecoding, CAN_DO)
-        section = options.decoding or TransducerDecoding()
+        section = _section(loaded, options)
         if section.decoder == "ctc":
             if not loaded.decoding.options.get("ctc_head"):
                 raise CapabilityError(
-                    f"--decoder ctc needs a hybrid RNNT+CTC model; this {loaded.architecture} model has a transducer head only"
+                    f"--decoder ctc needs a hybrid RNNT+CTC model; this {loaded.architecture} model's heads: {heads(loaded)}"
                 )
             # The CTC engine over the hybrid's auxiliary head (the blank is the same last label).
             return ctc.Engine(loaded, dataclasses.replace(options, decoding=None), CtcDecoding(section.beam_size))
         return super().__new__(cls)
 
     def __init__(self, loaded, options: TranscribeOptions):
-        section = options.decoding or TransducerDecoding()
+        section = _section(loaded, options)
         defaults = loaded.decoding
         if defaults.blank_id is None:
             raise CapabilityError(f"this {loaded.architecture} bundle names no blank id; re-convert it")
+        self.durations = tuple(defaults.options.get("durations", ()))
+        self.beam_size = section.beam_size
+        if self.beam_size > 1 and self.durations:
+            # NeMo's TDT beam also searches over the durations of each label: not built here.
+            raise CapabilityError(
+                f"--beam-size {self.beam_size}: beam search over TDT durations is not implemented; this "
+                f"{loaded.architecture} TDT model decodes greedily (--beam-size 1), or with --decoder ctc on a hybrid"
+            )
         self.language = defaults.options.get("language", "")
         if options.language is not None and self.language and options.language != self.language:
             raise CapabilityError(f"this {loaded.architecture} model transcribes {self.language} only, not {options.language!r}")
+        # A prompted model (Nemotron ASR) hears the language as a prompt slot; "auto": it detects it.
+        self.encode_kwargs: dict = {}
+        prompts = defaults.options.get("language_prompts")
+        if prompts is not None:
+            key = options.language or "auto"
+            if key not in prompts:
+                raise CapabilityError(f"this {loaded.architecture} model has no prompt for {key!r}; it knows: {', '.join(sorted(prompts))}")
+            self.encode_kwargs = {"prompt_id": int(prompts[key])}
         self.loaded, self.options = loaded, options
         self.tokenizer = loaded.tokenizer()
         self.blank = defaults.blank_id
-        self.durations = tuple(defaults.options.get("durations", ()))
         self.max_symbols = section.max_symbols_per_step or defaults.options.get("max_symbols_per_step", 10)
         self.length = options.chunk_length or defaults.options.get("chunk_length", ctc.CHUNK_LENGTH)
         self.overlap = options.chunk_overlap if options.chunk_overlap is not None else defaults.options.get("chunk_overlap", ctc.CHUNK_OVERLAP)
@@ -70,10 +104,16 @@ class Engine:
         words: list[TimedWord] = []
         for batch, padded, lengths in feature_batches(samples, chunks, spec, self.options.batch_size, parameter.device):
             with torch.no_grad():
-                encoded, enc_lengths = model.encode(padded.to(parameter.dtype), lengths)
-                rows = greedy_transducer(
-                    model, encoded, enc_lengths, blank_id=self.blank, durations=self.durations, max_symbols=self.max_symbols
-                )
+                encoded, enc_lengths = model.encode(padded.to(parameter.dtype), lengths, **self.encode_kwargs)
+                if self.beam_size > 1:
+                    hyps = beam_transducer(
+                        model, encoded, enc_lengths, blank_id=self.blank, beam_size=self.beam_size, max_expansions=self.max_symbols
+                    )
+                    rows = [h.tokens for h in hyps]
+                else:
+                    rows = greedy_transducer(
+                        model, encoded, enc_lengths, blank_id=self.blank, durations=self.durations, max_symbols=self.max_symbols
+                    )
             for c, tokens in zip(batch, rows):
                 spans = [(t.id, t.frame, t.frame + max(t.duration, 1), t.probability) for t in tokens]
                 words += keep_own(ctc.words_from_tokens(self.tokenizer, spans, c.start / rate, frame_seconds), c)

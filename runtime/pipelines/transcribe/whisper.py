@@ -9,7 +9,8 @@ Previous text conditions the next window until a window needs a temperature abov
 repeating the previous one is dropped (a repeat from an earlier window, or of three words or more
 within one: Whisper's looping; a short "Hello? Hello?" inside one window stays). The language is
 detected on the first decoded window. With a VAD (``oasr.pipelines.transcribe``) only the detected speech is
-decoded (joined end to end) and times are mapped back to the original audio.
+decoded (joined end to end) and times are mapped back to the original audio. A ``batch_size`` above
+1 takes the batched path instead (``batched.py``: VAD windows decoded N at a time, no conditioning).
 """
 
 from __future__ import annotations
@@ -49,6 +50,12 @@ class Engine:
         _check_suppress_tokens(loaded, self.decoding)
 
     def run(self, samples, speech_map, duration, progress) -> EngineOutput:
+        if self.options.batch_size > 1:
+            from .batched import BatchedLongForm
+
+            run = BatchedLongForm(self.loaded, self.tokenizer, self.options, self.decoding, speech_map, duration, progress)
+            segments, language, probability = run(samples)
+            return EngineOutput(segments, language, probability)
         run = _LongForm(self.loaded, self.tokenizer, self.options, self.decoding, speech_map, duration, progress)
         segments, language, probability = run(samples)
         return EngineOutput(segments, language, probability)
@@ -240,16 +247,22 @@ class _LongForm:
             self._done(min(seek, content_frames))
         return segments, language or "", probability
 
-    def _decode_with_fallback(self, features, previous: list[int], language: str):
+    def _decode_with_fallback(self, features, previous: list[int], language: str, first=None):
         """The first result at the temperatures in order that passes the thresholds; when none
         does, the most probable one whose compression ratio passed (faster-whisper's choice),
-        and the last temperature tried (for the prompt reset)."""
+        and the last temperature tried (for the prompt reset). ``first``: the result at the
+        first temperature when it is known already (a batched decode)."""
         o, d = self.options, self.decoding
-        tokens, sot_index = self.decoder.initial_tokens(language, o.task, previous)
-        prompted = self.decoder.prompt(features, tokens, sot_index)
+        prompted = None
         tried, not_repetitive = [], []
-        for temperature in d.temperatures:
-            result = self.decoder.decode(prompted, temperature)
+        for k, temperature in enumerate(d.temperatures):
+            if k == 0 and first is not None:
+                result = first
+            else:
+                if prompted is None:
+                    tokens, sot_index = self.decoder.initial_tokens(language, o.task, previous)
+                    prompted = self.decoder.prompt(features, tokens, sot_index)
+                result = self.decoder.decode(prompted, temperature)
             tried.append(result)
             failed = False
             if d.compression_ratio_threshold is not None:
