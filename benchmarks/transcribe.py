@@ -52,7 +52,6 @@ import argparse
 import contextlib
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -243,15 +242,17 @@ def run_whole(engine: str, model: dict, audio: Path, args) -> dict:
         compute = engine.removeprefix("fwcli-").replace("fp32", "float32")
         cmd = [sys.executable, "-c", FW_SCRIPT, model["ct2"], compute, str(args.threads), str(args.beam_size), str(audio)]
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    done = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if done.returncode != 0:
-        raise SystemExit(f"{engine} failed:\n{done.stderr[-3000:]}")
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return {"wall": [wall], "cpu": [cpu], "rss_mb": after.ru_maxrss / 1024, "text": done.stdout}
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        start = time.perf_counter()
+        child = subprocess.Popen(cmd, stdout=out, stderr=err, text=True, env=env)
+        _, status, usage = os.wait4(child.pid, 0)  # this child's own CPU time and peak RSS
+        wall = time.perf_counter() - start
+        child.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0), err.seek(0)
+        if child.returncode != 0:
+            raise SystemExit(f"{engine} failed:\n{err.read()[-3000:]}")
+        text = out.read()
+    return {"wall": [wall], "cpu": [usage.ru_utime + usage.ru_stime], "rss_mb": usage.ru_maxrss / 1024, "text": text}
 
 
 @contextlib.contextmanager

@@ -11,10 +11,9 @@ vocabulary (the joint's last class, ``blank_token_id``) and is named as the toke
 from __future__ import annotations
 
 import functools
-import json
 from pathlib import Path
 
-from oasr.conversion.base import DETECT_KEYED_VALUE, CheckpointConverter
+from oasr.conversion.base import DETECT_KEYED_VALUE, CheckpointConverter, detect_hf_model_type
 from oasr.conversion.tensor_map import TensorTable
 from oasr.errors import ConversionError
 from oasr.features.nemotron_mel import nemotron_feature_spec
@@ -107,14 +106,7 @@ class HFNemotronAsrConverter(CheckpointConverter):
 
     @classmethod
     def detect(cls, path: Path) -> str | None:
-        config = Path(path) / "config.json"
-        if not config.is_file():
-            return None
-        try:
-            model_type = json.loads(config.read_text(encoding="utf-8")).get("model_type")
-        except (ValueError, UnicodeDecodeError, AttributeError, RecursionError, OSError):
-            return None
-        return f"config.json: model_type={model_type}" if model_type == MODEL_TYPE else None
+        return detect_hf_model_type(path, (MODEL_TYPE,))
 
     @functools.cached_property
     def _config(self) -> dict:

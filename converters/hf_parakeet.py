@@ -12,7 +12,7 @@ import functools
 import json
 from pathlib import Path
 
-from oasr.conversion.base import DETECT_KEYED_VALUE, CheckpointConverter
+from oasr.conversion.base import DETECT_KEYED_VALUE, CheckpointConverter, detect_hf_model_type
 from oasr.conversion.tensor_map import TensorTable
 from oasr.errors import ConversionError
 from oasr.io.checkpoint import load_safetensors_file, load_torch_file, shard_files
@@ -120,14 +120,7 @@ class HFParakeetConverter(CheckpointConverter):
 
     @classmethod
     def detect(cls, path: Path) -> str | None:
-        config = Path(path) / "config.json"
-        if not config.is_file():
-            return None
-        try:
-            model_type = json.loads(config.read_text(encoding="utf-8")).get("model_type")
-        except (ValueError, UnicodeDecodeError, AttributeError, RecursionError, OSError):
-            return None
-        return f"config.json: model_type={model_type}" if model_type in MODEL_TYPES else None
+        return detect_hf_model_type(path, MODEL_TYPES)
 
     @functools.cached_property
     def _config(self) -> dict:

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 from oasr.io.checkpoint import load_safetensors_file, load_torch_file, shard_files
-from oasr.conversion.base import DETECT_KEYED_VALUE, CheckpointConverter
+from oasr.conversion.base import DETECT_KEYED_VALUE, CheckpointConverter, detect_hf_model_type
 from oasr.errors import ConversionError
 from oasr.models.whisper import WhisperConfig, whisper_specs
 from oasr.conversion.tensor_map import TensorTable
@@ -69,14 +69,7 @@ class HFWhisperConverter(CheckpointConverter):
 
     @classmethod
     def detect(cls, path: Path) -> str | None:
-        config = Path(path) / "config.json"
-        if not config.is_file():
-            return None
-        try:
-            model_type = json.loads(config.read_text(encoding="utf-8")).get("model_type")
-        except (ValueError, UnicodeDecodeError, AttributeError, RecursionError, OSError):
-            return None
-        return "config.json: model_type=whisper" if model_type == "whisper" else None
+        return detect_hf_model_type(path, ("whisper",))
 
     @functools.cached_property
     def _config(self) -> dict:

@@ -1,16 +1,18 @@
 """``dtype="auto"`` on a CPU: the fastest compute type that holds accuracy there.
 
-The choice, per model family, from measurements (benchmarks/precision.py prints them):
+The choice, per model family, from measurements (``benchmarks/transcribe.py``, Whisper base,
+beam 5, 2 threads of an AVX-512 VNNI/BF16 CPU, in process; WER with tests/wer.py):
 
 - **int8 weights** (the quantized path of ``oasr quantize``) for the families that declare
-  ``auto_int8_on_cpu``: Whisper decodes about twice as fast as in fp32 on a 2-core AVX-512 CPU
-  with its WER unchanged on the test clips. The int8 variant of a full-precision bundle is made
-  on first use (about a second for Whisper base) and kept: beside the bundle in the oasr cache
+  ``auto_int8_on_cpu``. Whisper base: jfk.wav 0.79 s vs 1.32 s fp32 (WER 0 / 0), sample.wav
+  3.5 s vs 13.6 s (WER 16.0% / 28.4%: fp32 falls back to sampling there), 3 minutes of the two
+  alternated 21.8 s vs 28.8 s (WER 13.2% / 12.8%). The int8 variant of a full-precision bundle
+  is made on first use (about a second for base) and kept: beside the bundle in the oasr cache
   (``<key>.int8``, removed with it by ``oasr models rm``), or under ``variants/`` of the cache,
   keyed by the bundle's sha256, for a bundle given by path.
-- **fp32** otherwise. bf16 was measured too (AVX-512 BF16 / AMX CPUs): torch's CPU kernels for
-  the small matrix-vector products of decoding are slower in bf16 than int8 and than fp32 on
-  such a CPU, so auto never picks it; ``--dtype bfloat16`` still runs it.
+- **fp32** otherwise. bf16 is never picked: on the same CPU it ran Whisper base at 0.98x, 0.89x
+  and 0.76x of fp32's speed on those three files, and its sample.wav WER was 75%
+  (``--dtype bfloat16`` still runs it).
 
 ``--dtype float32`` (or any explicit dtype) keeps full precision; the choice is logged.
 """
@@ -32,10 +34,9 @@ VARIANT_SUFFIX = ".int8"
 
 @dataclass(frozen=True)
 class CpuChoice:
-    """What ``auto`` runs on a CPU: ``bundle`` (maybe an int8 variant) in ``dtype``."""
+    """What ``auto`` runs on a CPU: ``bundle`` (maybe an int8 variant), its float parts in fp32."""
 
     bundle: Path
-    dtype: str  # the float dtype of what is not quantized: always "float32" on a CPU
     quantized: bool  # an int8 variant replaced the full-precision bundle
 
 
@@ -95,17 +96,17 @@ def cpu_choice(bundle: Path) -> CpuChoice:
     """
     bundle = Path(bundle)
     if not wants_int8(bundle):
-        return CpuChoice(bundle, "float32", quantized=False)
+        return CpuChoice(bundle, quantized=False)
     try:
         variant = int8_variant(bundle)
     except InputError as e:  # a model too small to have a layer worth quantizing
         log.info("dtype auto: %s runs in float32 (%s)", bundle, e)
-        return CpuChoice(bundle, "float32", quantized=False)
+        return CpuChoice(bundle, quantized=False)
     except (OSError, OasrError) as e:
         log.warning("dtype auto: no int8 variant of %s (%s); running it in float32", bundle, e)
-        return CpuChoice(bundle, "float32", quantized=False)
+        return CpuChoice(bundle, quantized=False)
     log.info("dtype auto on this CPU: int8 weights (%s); --dtype float32 keeps full precision", variant)
-    return CpuChoice(variant, "float32", quantized=True)
+    return CpuChoice(variant, quantized=True)
 
 
 def make_variants(bundle: Path) -> Path | None:

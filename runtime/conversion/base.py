@@ -7,8 +7,9 @@ resolver's to report, and ``--architecture`` settles it.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar, Collection, Mapping
 
 from torch import Tensor
 
@@ -92,3 +93,16 @@ class CheckpointConverter:
             tokenizer_files=tokenizer_files,
             notes=self.notes(),
         )
+
+
+def detect_hf_model_type(path: Path, model_types: Collection[str]) -> str | None:
+    """A Hugging Face folder's detection reason when its config.json names one of ``model_types``;
+    None for anything else, an unreadable or malformed config included."""
+    config = Path(path) / "config.json"
+    if not config.is_file():
+        return None
+    try:
+        model_type = json.loads(config.read_text(encoding="utf-8")).get("model_type")
+    except (ValueError, UnicodeDecodeError, AttributeError, RecursionError, OSError):
+        return None
+    return f"config.json: model_type={model_type}" if model_type in model_types else None
