@@ -217,7 +217,7 @@ def _help(command: str) -> str:
 
 def test_ranges_are_in_the_help():
     helps = _help("transcribe")
-    for piece in ("(1..32); 1 is greedy", "0..2 (0: beam search", "at most 20 temperatures", "(1..1000)"):
+    for piece in ("(1..32; default 5)", "(1..64; default 1); 1 is greedy", "0..2 (0: beam search", "at most 20 temperatures", "(1..1000)"):
         assert piece in helps, piece
     helps = _help("diarize")
     for piece in ("Exactly N speakers, 1..32", "(1..32)", "Cosine distance (0..2)", "probability reaches P (0..1)", "windows (0.5..10)"):

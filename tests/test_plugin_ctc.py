@@ -134,7 +134,7 @@ def test_plugin_converts_loads_and_transcribes_long_form(plugin, checkpoint, tmp
     assert whole.text == t.text and whole.segments[0].words is None
 
     with pytest.raises(oasr.CapabilityError, match="ctc"):
-        oasr.transcribe(audio[:SR], str(bundle), TranscribeOptions(decoding=WhisperDecoding(beam_size=2)))
+        oasr.transcribe(audio[:SR], str(bundle), TranscribeOptions(decoding=WhisperDecoding(best_of=2)))  # a Whisper-only option
     with pytest.raises(oasr.CapabilityError, match="translate"):
         oasr.transcribe(audio[:SR], str(bundle), TranscribeOptions(task="translate"))
     with pytest.raises(oasr.CapabilityError, match="en only"):

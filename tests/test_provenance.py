@@ -38,8 +38,18 @@ def _sha256(bundle: Path) -> str:
 
 
 def _check(provenance: dict, asked: str, bundle: Path, source: str | None = None) -> None:
+    """``bundle``'s weights made the result: itself, or on a CPU under --dtype auto its int8
+    variant (oasr.precision), which records the sha256 of the bundle it was quantized from."""
+    from oasr.io.bundle import read_config
+    from oasr.precision import variant_path
+
     assert provenance["model"] == asked
-    assert provenance["bundle_sha256"] == _sha256(bundle)
+    if provenance["revision"].endswith("+int8"):
+        variant = variant_path(bundle)
+        assert provenance["bundle_sha256"] == _sha256(variant)
+        assert read_config(variant).quantization["source_sha256"] == _sha256(bundle)
+    else:
+        assert provenance["bundle_sha256"] == _sha256(bundle)
     assert provenance["source"] and provenance["revision"], provenance
     if source is not None:
         assert provenance["source"] == source
