@@ -216,7 +216,9 @@ def test_sigint_during_a_run_exits_130_with_the_line(tmp_path):
     code = "import sys; from oasr_cli.main import main; sys.exit(main(sys.argv[1:]))"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     args = [sys.executable, "-c", code, "pitch", "-v", "-m", str(_crepe_tiny()), "-o", str(out), str(noise)]
-    with subprocess.Popen(args, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT, env=env) as proc:
+    # SIGINT as a terminal delivers it, even when the tests run as a background job (which ignores it)
+    default_sigint = lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)  # noqa: E731
+    with subprocess.Popen(args, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT, env=env, preexec_fn=default_sigint) as proc:
         seen = []
         deadline = time.monotonic() + 120
         for line in proc.stderr:  # wait until the model is loaded and the file is being tracked

@@ -252,7 +252,9 @@ def test_sigint_leaves_no_half_written_output_and_the_next_run_finishes(speech, 
     (speech / "corrupt.wav").unlink()
     args = [sys.executable, "-m", "oasr_cli", "batch", "transcribe", str(speech), "-o", str(out), "--workers", "2", "--threads", "1", "-m", str(tiny_en_bundle), *DECODE, "-F", "json"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    child = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True)
+    # SIGINT as a terminal delivers it, even when the tests run as a background job (which ignores it)
+    default_sigint = lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)  # noqa: E731
+    child = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True, preexec_fn=default_sigint)
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and child.poll() is None:  # interrupt once the first input is done
         if (out / "batch.jsonl").is_file() and (out / "batch.jsonl").read_text().count('"done"'):
