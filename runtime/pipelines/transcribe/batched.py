@@ -57,7 +57,6 @@ class BatchedLongForm(_LongForm):
     """The sequential engine's set-up (decoder, options, segment building), batched windows."""
 
     def __call__(self, samples) -> tuple[list[Segment], str, float | None]:
-        from ...decoding.whisper.alignment import align_segments
         from ..vad.silero import speech_probabilities, speech_samples
 
         o, d = self.options, self.decoding
@@ -89,26 +88,8 @@ class BatchedLongForm(_LongForm):
                     continue
                 pieces = self._window_pieces(result.tokens, seek, size)
                 if o.word_timestamps and pieces:
-                    aligned = align_segments(
-                        self.model,
-                        self.tokenizer,
-                        mels[j],
-                        [p.tokens for p in pieces],
-                        num_frames=size,
-                        alignment_heads=self.loaded.decoding.options.get("alignment_heads"),
-                        language=language,
-                        prepend_punctuations=d.prepend_punctuations,
-                        append_punctuations=d.append_punctuations,
-                        time_offset=self._seconds(seek),
-                        task=o.task,
-                        segment_bounds=[(p.start, p.end) for p in pieces],
-                        last_speech_timestamp=max(self.last_speech, self._seconds(seek)),
-                        audio_features=features[j : j + 1],
-                    )
-                    for piece, words, bounds in zip(pieces, aligned.words, aligned.segment_bounds):
-                        piece.words = list(words)
-                        if bounds is not None:
-                            piece.start, piece.end = bounds
+                    last = max(self.last_speech, self._seconds(seek))
+                    aligned = self._align(pieces, mels[j], features[j : j + 1], size, self._seconds(seek), language, last)
                     self.last_speech = aligned.last_speech_timestamp
                 for piece in pieces:
                     if piece.start == piece.end or not piece.text.strip():

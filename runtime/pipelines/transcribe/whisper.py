@@ -322,13 +322,12 @@ class _LongForm:
     def _piece(self, start: float, end: float, tokens: list[int]) -> _Piece:
         return _Piece(start, end, tokens, self.tokenizer.decode(tokens))
 
-    def _add_words(self, pieces, window, features, size, time_offset, language, seek, single_ending):
-        """Word times for this window's segments (one alignment pass, openai-whisper's rules for
-        segment bounds); the next window starts after the last word; optionally, suspect
-        segments in long silences are skipped."""
+    def _align(self, pieces, window, features, size, time_offset, language, last_speech):
+        """One alignment pass over a window's pieces: their words and openai-whisper's segment bounds
+        set in place; returns the alignment (its last speech time)."""
         from ...decoding.whisper.alignment import align_segments
 
-        o, d = self.options, self.decoding
+        d = self.decoding
         aligned = align_segments(
             self.model,
             self.tokenizer,
@@ -340,15 +339,23 @@ class _LongForm:
             prepend_punctuations=d.prepend_punctuations,
             append_punctuations=d.append_punctuations,
             time_offset=time_offset,
-            task=o.task,
+            task=self.options.task,
             segment_bounds=[(p.start, p.end) for p in pieces],
-            last_speech_timestamp=self.last_speech,
+            last_speech_timestamp=last_speech,
             audio_features=features,
         )
         for piece, words, bounds in zip(pieces, aligned.words, aligned.segment_bounds):
             piece.words = list(words)
             if bounds is not None:
                 piece.start, piece.end = bounds
+        return aligned
+
+    def _add_words(self, pieces, window, features, size, time_offset, language, seek, single_ending):
+        """Word times for this window's segments (one alignment pass, openai-whisper's rules for
+        segment bounds); the next window starts after the last word; optionally, suspect
+        segments in long silences are skipped."""
+        d = self.decoding
+        self._align(pieces, window, features, size, time_offset, language, self.last_speech)
         previous_seek = round(time_offset * self.frames_per_second)
         last_end = _last_end(pieces)
         if not single_ending and last_end is not None and last_end > time_offset:
