@@ -147,6 +147,28 @@ def test_encoder_and_head_logits(parakeet):
         assert (ours_logits - ref).abs().max() < TOL
 
 
+def test_encoder_long_padded_batch(tmp_path):
+    """Inputs longer than a block of position scores (QUERY_BLOCK queries), batched with padding:
+    each row's valid frames as transformers encodes that input alone (the encoder is the same
+    for every head, so the CTC model stands for all)."""
+    from oasr.models.fastconformer.encoder import QUERY_BLOCK
+
+    hf = _build("ctc")
+    hf.save_pretrained(tmp_path / "hf")
+    ParakeetProcessor(feature_extractor=ParakeetFeatureExtractor(), tokenizer=_tokenizer()).save_pretrained(tmp_path / "hf")
+    oasr.convert([tmp_path / "hf"], tmp_path / "bundle")
+    ours = oasr.load_pretrained(str(tmp_path / "bundle")).model.float()
+    a, b = _features(seed=3, frames=2600), _features(seed=4, frames=1900)
+    batch = torch.cat([a, torch.nn.functional.pad(b, (0, a.shape[-1] - b.shape[-1]))])
+    with torch.no_grad():
+        enc, lengths = ours.encode(batch, torch.tensor([a.shape[-1], b.shape[-1]]))
+        assert lengths[1] > QUERY_BLOCK * 1.5  # several blocks in the padded row too
+        for row, x in enumerate((a, b)):
+            ref = hf.encoder(input_features=x.transpose(1, 2)).last_hidden_state[0]
+            assert ref.shape[0] == lengths[row]
+            assert (enc[row, : lengths[row]] - ref).abs().max() < TOL
+
+
 def _reference_tdt_greedy(hf, features: torch.Tensor, max_symbols: int) -> list[int]:
     """NeMo's TDT greedy over transformers' modules: label argmax, duration argmax, a blank moves
     at least one frame, at most ``max_symbols`` labels per frame."""
