@@ -187,6 +187,34 @@ def test_load_swaps_in_quantized_modules(tiny_int8):
     assert isinstance(model.encoder.blocks[0].attn.query._packed, torch.ScriptObject)  # the CPU integer kernel
 
 
+def test_weights_are_packed_ahead_on_a_helper_thread(tiny_int8):
+    """Loading starts packing every integer weight off the caller's thread, before any call; the
+    model computes what it computes when each layer packs on its first call."""
+    import threading
+
+    from oasr.loading import clear_cache
+
+    clear_cache()
+    loaded = oasr.load_pretrained(tiny_int8, device="cpu", dtype="float32")
+    for thread in threading.enumerate():
+        if thread.name == "oasr-int8-pack":
+            thread.join(timeout=60)
+    layers = [m for m in loaded.model.modules() if isinstance(m, (QuantLinear, QuantEmbedding))]
+    assert layers and all(isinstance(m._packed, torch.ScriptObject) for m in layers)  # no forward ran
+    ahead = _logits(loaded)
+    clear_cache()
+    from oasr.quant import modules
+
+    lazy = oasr.load_pretrained(tiny_int8, device="cpu", dtype="float32")
+    for thread in threading.enumerate():
+        if thread.name == "oasr-int8-pack":
+            thread.join(timeout=60)
+    for m in lazy.model.modules():
+        if isinstance(m, (QuantLinear, QuantEmbedding)):
+            m._packed = modules._PENDING  # packed again, on the first call
+    assert torch.equal(_logits(lazy), ahead)
+
+
 @pytest.mark.parametrize("scheme, floor", [("int8", 0.999), ("int4", 0.98)])
 def test_quantized_logits_follow_the_float_model(tiny, tmp_path, scheme, floor):
     out = tmp_path / scheme

@@ -18,7 +18,7 @@ from torch import nn
 
 from ..errors import CapabilityError, LoadError
 from ..models.base import OasrModel
-from .modules import QuantEmbedding, QuantLinear, _Quantized
+from .modules import QuantEmbedding, QuantLinear, _Quantized, pack_ahead
 from .schemes import SCHEMES
 from .section import QuantizationSpec
 
@@ -103,9 +103,11 @@ def check_dtypes(model: nn.Module, tensors: Mapping[str, torch.Tensor]) -> None:
 
 
 def prepare_quantized(model: nn.Module, dtype: torch.dtype) -> None:
-    """Pick each quantized module's kernel once its tensors sit on their device."""
+    """Pick each quantized module's kernel once its tensors sit on their device; the CPU's packed
+    weights are made on a helper thread from now on."""
     for module in model.modules():
         if isinstance(module, QuantEmbedding):
             module.prepare(dtype)
         elif isinstance(module, QuantLinear):
             module.prepare()
+    pack_ahead(model)
