@@ -144,7 +144,7 @@ def _usage(code: int, err: str, needle: str) -> None:
 @pytest.mark.parametrize(
     "args, needle",
     [
-        (["transcribe", "--beam-size", "10000"], "--beam-size must be at least 1 and at most 32"),
+        (["transcribe", "--beam-size", "10000"], "--beam-size must be at least 1 and at most 64"),
         (["transcribe", "--best-of", "10000"], "--best-of must be at least 1 and at most 32"),
         (["transcribe", "--temperature", "nan"], "--temperature must be a finite number"),
         (["transcribe", "--temperature", "1e308"], "--temperature must be between 0 and 2"),

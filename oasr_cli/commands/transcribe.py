@@ -32,6 +32,7 @@ from oasr.options import (
     TRANSDUCER_DECODERS,
     VAD_KINDS,
     WINDOW_SECONDS,
+    CtcDecoding,
     TranscribeOptions,
     TransducerDecoding,
     WhisperDecoding,
@@ -217,7 +218,7 @@ def transcribe(
     decoding = from_flags(
         WhisperDecoding,
         locals(),
-        beam_size=DECODING_DEFAULTS.beam_size if beam_size is None else beam_size,
+        beam_size=DECODING_DEFAULTS.beam_size if beam_size is None or beam_size > MAX_BEAMS else beam_size,
         temperatures=_temperatures(temperature, temperature_increment_on_fallback),
         suppress_tokens=_token_list(suppress_tokens),
     )
@@ -270,7 +271,8 @@ def _section(whisper: WhisperDecoding, beam_size: int | None, decoder, max_symbo
     flags make a TransducerDecoding (the engine refuses it on a model without that head); Whisper
     flags a WhisperDecoding, which a CTC or transducer model refuses unless it only sets
     --beam-size (the one flag every family honours)."""
-    if decoder is None and max_symbols is None:
+    wide = beam_size is not None and beam_size > MAX_BEAMS  # past Whisper's range: a CTC or RNN-T beam
+    if decoder is None and max_symbols is None and not wide:
         if beam_size is None and whisper == DECODING_DEFAULTS:
             return None
         return whisper
@@ -280,7 +282,10 @@ def _section(whisper: WhisperDecoding, beam_size: int | None, decoder, max_symbo
         if f.name != "beam_size" and getattr(whisper, f.name) != getattr(DECODING_DEFAULTS, f.name)
     )
     if whisper_only:
-        raise usage(f"{', '.join(whisper_only)}: Whisper decoding flags, which a transducer or CTC model (--decoder, --max-symbols-per-step) cannot honour")
+        asked = f"--beam-size {beam_size} (above Whisper's {MAX_BEAMS})" if wide else "--decoder, --max-symbols-per-step"
+        raise usage(f"{', '.join(whisper_only)}: Whisper decoding flags, which a transducer or CTC model ({asked}) cannot honour")
+    if decoder is None and max_symbols is None:  # the shared beam, for whichever of the two the model is
+        return checked(CtcDecoding, beam_size=beam_size)
     return checked(TransducerDecoding, decoder=decoder.value if decoder else "rnnt", max_symbols_per_step=max_symbols, beam_size=beam_size or 1)
 
 

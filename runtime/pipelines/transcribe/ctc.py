@@ -47,7 +47,10 @@ def refuse_foreign_section(options: TranscribeOptions, family: str, accepted: ty
 
 
 def foreign_fields(section) -> list[str]:
-    """The fields of a WhisperDecoding set away from their defaults, but for ``beam_size``."""
+    """The fields of a WhisperDecoding set away from their defaults, but for ``beam_size``. A
+    CtcDecoding holds nothing but the shared beam size (the CLI's --beam-size past Whisper's range)."""
+    if isinstance(section, CtcDecoding):
+        return []
     if not isinstance(section, WhisperDecoding):
         return [f.name for f in dataclasses.fields(section)]
     defaults = WhisperDecoding()
@@ -56,9 +59,9 @@ def foreign_fields(section) -> list[str]:
 
 
 def beam_size_asked(options: TranscribeOptions) -> int | None:
-    """The beam size of a Whisper section that asks for nothing else (the shared --beam-size)."""
+    """The beam size of a Whisper or CTC section that asks for nothing else (the shared --beam-size)."""
     d = options.decoding
-    return d.beam_size if isinstance(d, WhisperDecoding) and not foreign_fields(d) else None
+    return d.beam_size if isinstance(d, (WhisperDecoding, CtcDecoding)) and not foreign_fields(d) else None
 
 
 CTC_CAN_DO = "greedy decoding or prefix beam search (--beam-size), chunking and word timestamps"

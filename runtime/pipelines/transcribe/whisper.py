@@ -26,7 +26,7 @@ import torch.nn.functional as F
 
 from ...errors import CapabilityError
 from ...io.samples import SampleFile, SampleTensor
-from ...options import TranscribeOptions, WhisperDecoding
+from ...options import MAX_BEAMS, CtcDecoding, TranscribeOptions, WhisperDecoding
 from ...results import Segment, Word
 from ..vad.energy import frame_levels_db
 from . import EngineOutput
@@ -45,6 +45,10 @@ class Engine:
     def __init__(self, loaded, options: TranscribeOptions):
         self.loaded = loaded
         self.options = options
+        if isinstance(options.decoding, CtcDecoding):  # the CLI's --beam-size past Whisper's range
+            raise CapabilityError(
+                f"--beam-size {options.decoding.beam_size}: Whisper decodes with 1..{MAX_BEAMS} beams (more are for CTC and transducer models)"
+            )
         self.decoding: WhisperDecoding = options.decoding_for(WhisperDecoding.family, WhisperDecoding())
         self.tokenizer = _check_capabilities(loaded, options)
         _check_suppress_tokens(loaded, self.decoding)
