@@ -1,7 +1,7 @@
 """Separation benchmark: oasr's HTDemucs against demucs 4.0.1, same random weights, same track.
 
     python benchmarks/separate.py [--seconds 180] [--threads 2] [--runs 1] [--shifts 1]
-                                  [--channels 48] [--keep-freed] [--json FILE]
+                                  [--channels 48] [--low-memory] [--json FILE]
 
 Weights: a demucs HTDemucs at the released htdemucs shape (48 channels, 7.8 s segments, 5
 transformer layers) with random weights, saved as demucs saves a package; oasr converts it once
@@ -13,9 +13,9 @@ Each engine runs in its own process, so its peak RSS (VmHWM) is its own: the ste
 and ``--shifts``, de-normalise, write four 16-bit WAVs with soundfile, as torchaudio is not
 loadable here) against ``oasr separate`` (the same steps, streamed). Wall time covers reading,
 separating and writing; model loading is reported apart. Runs alternate engines; medians. The
-oasr process fixes glibc's mmap threshold as ``oasr separate`` does (``return_freed_buffers``,
-see ``oasr.pipelines.separate.memory``); ``--keep-freed`` leaves glibc's default, to show what
-that is worth. The load average is printed before and after: the machine may be shared.
+oasr process keeps glibc's allocator as ``oasr separate`` does; ``--low-memory`` fixes its mmap
+threshold as ``oasr separate --low-memory`` does (``return_freed_buffers``, see
+``oasr.pipelines.separate.memory``), less memory for more time. The load average is printed before and after: the machine may be shared.
 Targets (issue 13, 2 threads): oasr at most 0.8x demucs' wall time and 0.6x its peak RSS.
 """
 
@@ -50,7 +50,7 @@ def _track(path: Path, seconds: float) -> None:
     sf.write(path, stereo[: int(seconds * 44100)], 44100, subtype="PCM_16")
 
 
-def _child(engine: str, package: Path, bundle: Path, song: Path, out: Path, shifts: int, threads: int, keep_freed: bool) -> dict:
+def _child(engine: str, package: Path, bundle: Path, song: Path, out: Path, shifts: int, threads: int, low_memory: bool) -> dict:
     import torch
 
     from common import peak_rss_mb
@@ -86,7 +86,7 @@ def _child(engine: str, package: Path, bundle: Path, song: Path, out: Path, shif
         from oasr.pipelines.separate.memory import return_freed_buffers
         from oasr.pipelines.separate.writer import StemFiles
 
-        if not keep_freed:
+        if low_memory:
             return_freed_buffers()  # as the oasr separate command does
 
         loaded = oasr.load_pretrained(bundle, task="separate", device="cpu", dtype="float32")
@@ -104,13 +104,13 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--shifts", type=int, default=1)
     parser.add_argument("--channels", type=int, default=48)
-    parser.add_argument("--keep-freed", action="store_true", help="leave glibc's mmap threshold as it is in the oasr process")
+    parser.add_argument("--low-memory", action="store_true", help="oasr as `oasr separate --low-memory` runs: glibc's mmap threshold fixed at 1 MB")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--child", nargs=6, metavar=("ENGINE", "PACKAGE", "BUNDLE", "SONG", "OUT", "SHIFTS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         engine, package, bundle, song, out, shifts = args.child
-        print(json.dumps(_child(engine, Path(package), Path(bundle), Path(song), Path(out), int(shifts), args.threads, args.keep_freed)))
+        print(json.dumps(_child(engine, Path(package), Path(bundle), Path(song), Path(out), int(shifts), args.threads, args.low_memory)))
         return 0
 
     from fractions import Fraction
@@ -129,14 +129,14 @@ def main() -> int:
         _track(song, args.seconds)
         print(f"{args.seconds:g} s stereo 44.1 kHz, htdemucs shape ({args.channels} channels), shifts {args.shifts}, "
               f"overlap 0.25, {args.threads} thread(s), {args.runs} run(s) per engine, alternating; medians"
-              f"{'; oasr with glibc default mmap threshold' if args.keep_freed else ''}")
+              f"{'; oasr with --low-memory' if args.low_memory else ''}")
         print("load average before: %.2f %.2f %.2f (%d CPUs)" % (*os.getloadavg(), os.cpu_count()))
         results: dict[str, list[dict]] = {"oasr": [], "demucs": []}
         for run in range(args.runs):
             for engine in ("demucs", "oasr"):
                 out = tmp / f"out-{engine}-{run}"
                 out.mkdir()
-                cmd = [sys.executable, __file__, "--threads", str(args.threads), *(["--keep-freed"] if args.keep_freed else []),
+                cmd = [sys.executable, __file__, "--threads", str(args.threads), *(["--low-memory"] if args.low_memory else []),
                        "--child", engine, str(package), str(bundle), str(song), str(out), str(args.shifts)]
                 line = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1]
                 results[engine].append(json.loads(line))

@@ -187,6 +187,25 @@ def test_mono_16k_input_is_resampled_and_separated(tmp_path, cli, bundle):
     assert info.frames == 2 * 44100
 
 
+def test_low_memory_alone_fixes_the_allocator_and_the_stems_are_the_same(tmp_path, cli, bundle, monkeypatch):
+    """glibc's mmap threshold is process-wide and costs speed: only --low-memory touches it."""
+    from oasr.pipelines.separate import memory
+
+    calls = []
+    monkeypatch.setattr(memory, "return_freed_buffers", lambda *a: calls.append(a) or True)
+    song = _wav(tmp_path / "song.wav", 2.0, 44100, 2)
+    code, _, err = cli("separate", "-m", bundle, "-o", tmp_path / "fast", "--shifts", "0", "--float32", song)
+    assert code == 0, err
+    assert calls == []
+    code, _, err = cli("separate", "-m", bundle, "-o", tmp_path / "low", "--shifts", "0", "--float32", "--low-memory", song)
+    assert code == 0, err
+    assert calls == [()]
+    for stem in SOURCES_4:
+        fast, _ = sf.read(tmp_path / "fast" / "htdemucs-random" / "song" / f"{stem}.wav")
+        low, _ = sf.read(tmp_path / "low" / "htdemucs-random" / "song" / f"{stem}.wav")
+        assert np.array_equal(fast, low), stem
+
+
 def test_two_stems_writes_the_stem_and_the_sum_of_the_rest(tmp_path, cli, bundle):
     song = _wav(tmp_path / "song.wav", 1.5, 44100, 2)
     code, out, err = cli("separate", "-m", bundle, "-o", tmp_path / "a", "--shifts", "0", "--float32", "--clip", "none", song)
