@@ -181,6 +181,11 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     import soundfile as sf
 
+    from common import compile_project
+
+    if not args.no_process:
+        compile_project(ROOT)  # the whole-process figure times the tool as installed
+
     import oasr
 
     jfk, rate = sf.read(DATA / "asr" / "jfk.wav", dtype="float32")

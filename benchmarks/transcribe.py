@@ -59,7 +59,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import package_dir, peak_rss_mb, whisper_base_ct2
+from common import compile_project, package_dir, peak_rss_mb, whisper_base_ct2
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(os.environ.get("OASR_TEST_DATA", ROOT.parent / "shared" / "data"))
@@ -294,6 +294,8 @@ def main() -> None:
 
     sys.path.insert(0, str(ROOT / "tests"))
     from wer import wer
+
+    compile_project(ROOT)  # whole-process runs time the tool as installed
 
     engines = args.engines.split(",")
     unknown = sorted(set(engines) - set(ENGINES))
