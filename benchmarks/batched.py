@@ -26,15 +26,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from common import interleaved, whisper_base_ct2
+from common import interleaved, timed_child, whisper_base_ct2
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(os.environ.get("OASR_TEST_DATA", ROOT.parent / "shared" / "data"))
@@ -84,15 +81,7 @@ def whole_process(engine: str, bundle: Path, ct2: Path, audio: Path, args) -> tu
     else:
         cmd = [sys.executable, "-c", FW_SCRIPT, str(ct2), str(args.threads), str(args.batch_size), str(args.beam_size),
                "1" if args.timestamps else "0", str(audio)]
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"})
-    wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if done.returncode != 0:
-        raise SystemExit(f"{engine} failed:\n{done.stderr[-3000:]}")
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return wall, cpu, done.stdout
+    return timed_child(cmd)
 
 
 def main() -> None:

@@ -65,3 +65,20 @@ def compile_project(root: Path) -> None:
 
     for package in ("runtime", "oasr_cli", "converters"):
         compileall.compile_dir(root / package, quiet=1)
+
+
+def timed_child(cmd: list[str]) -> tuple[float, float, str]:
+    """Run ``cmd`` as a fresh process: (wall seconds from spawn to exit, its CPU seconds, its
+    stdout); a failure ends the benchmark with the child's stderr."""
+    import os
+    import resource
+    import subprocess
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0:
+        raise SystemExit(f"{cmd[0]} failed:\n{done.stderr[-3000:]}")
+    return wall, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime, done.stdout

@@ -28,9 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -38,6 +36,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
+
+from common import compile_project, timed_child
 
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -122,50 +122,45 @@ with torch.inference_mode():
 """
 
 
-def timed_rounds(pairs, runs: int) -> dict:
-    """(wall seconds, CPU seconds) per call of every ``pairs[measure][engine]``, after one warm-up
-    each; engines and measures alternate within each round, so load falls on all alike."""
+def _rounds(pairs, runs: int, measure) -> dict:
+    """``measure(fn)`` -> (wall, CPU) for every ``pairs[group][engine]``, after one warm-up call
+    each (the page cache, first-call set-up); engines and groups alternate within each round, so
+    load falls on all alike."""
     for engines in pairs.values():
         for fn in engines.values():
             fn()
     times = {(m, e): [] for m, engines in pairs.items() for e in engines}
     for _ in range(runs):
-        for measure, engines in pairs.items():
+        for group, engines in pairs.items():
             for engine, fn in engines.items():
-                cpu, wall = time.process_time(), time.perf_counter()
-                fn()
-                times[(measure, engine)].append((time.perf_counter() - wall, time.process_time() - cpu))
+                times[(group, engine)].append(measure(fn))
     return times
+
+
+def _in_process(fn) -> tuple[float, float]:
+    cpu, wall = time.process_time(), time.perf_counter()
+    fn()
+    return time.perf_counter() - wall, time.process_time() - cpu
+
+
+def timed_rounds(pairs, runs: int) -> dict:
+    """(wall seconds, CPU seconds) per in-process call."""
+    return _rounds(pairs, runs, _in_process)
 
 
 def process_call(cmd: list[str]):
     """A fresh process timed from spawn to exit: a callable returning its stdout, recording
     (wall, CPU of the child) in its ``last`` attribute."""
     def run():
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        start = time.perf_counter()
-        done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"})
-        wall = time.perf_counter() - start
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        if done.returncode != 0:
-            raise SystemExit(f"{cmd[0]} failed:\n{done.stderr[-3000:]}")
-        run.last = (wall, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
-        return done.stdout
+        wall, cpu, out = timed_child(cmd)
+        run.last = (wall, cpu)
+        return out
     return run
 
 
 def process_rounds(pairs, runs: int) -> dict:
     """Like ``timed_rounds`` for ``process_call``s, with their children's CPU time."""
-    for engines in pairs.values():  # warm-up: the page cache for the interpreter, libraries, weights
-        for fn in engines.values():
-            fn()
-    times = {(m, e): [] for m, engines in pairs.items() for e in engines}
-    for _ in range(runs):
-        for measure, engines in pairs.items():
-            for engine, fn in engines.items():
-                fn()
-                times[(measure, engine)].append(fn.last)
-    return times
+    return _rounds(pairs, runs, lambda fn: (fn(), fn.last)[1])
 
 
 def main() -> None:
@@ -181,7 +176,6 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     import soundfile as sf
 
-    from common import compile_project
 
     if not args.no_process:
         compile_project(ROOT)  # the whole-process figure times the tool as installed

@@ -69,6 +69,18 @@ def tiny_en_bundle(tiny_en_ct2, tmp_path_factory) -> Path:
 
 
 @pytest.fixture
+def one_torch_thread():
+    """One torch thread for the test (separation modules use it): the test machine's cores are
+    shared, and OpenMP workers spin when contended."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture
 def cli(capsys):
     """Run ``oasr ARGS...`` in-process: returns (exit code, stdout, stderr)."""
     from oasr_cli.main import main

@@ -20,13 +20,7 @@ TOL = 1e-4
 RATE = 44100
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """One torch thread: the test machine's cores are shared, and OpenMP workers spin when contended."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def convert_package(tmp_path: Path, source: Path):

@@ -17,12 +17,7 @@ from cli_checks import one_line_error
 from demucs_refs import SOURCES_4, random_htdemucs, save_package
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
