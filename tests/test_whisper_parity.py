@@ -418,3 +418,37 @@ def test_ct2_variants(quantization, ct2_source, tmp_path):
         runtime = ctranslate2.models.Whisper(str(ct2_dir), device="cpu", compute_type="float32", intra_threads=2)
         out = runtime.encode(ctranslate2.StorageView.from_array(mel.numpy()), to_cpu=True)
         assert_close("encoder output vs the CTranslate2 runtime", audio, torch.from_numpy(np.array(out)))
+
+
+@pytest.mark.parametrize("clip", ["asr/jfk.wav", "diarization/sample.wav"])
+def test_beam_search_matches_openai_beam_search(tiny_en_bundle, data_dir, clip, monkeypatch):
+    """Beam 5 with timestamps, real tiny.en weights, one 30 s window: the tokens and score of
+    openai-whisper's BeamSearchDecoder, while the beams move between cache rows (beams whose
+    parent died take its rows, copied in place)."""
+    whisper = pytest.importorskip("whisper")
+    from whisper.model import ModelDimensions, Whisper
+
+    from oasr.decoding.whisper.decode import WhisperDecoder
+    from oasr.io.audio import load_audio
+
+    path = data_dir / clip
+    if not path.is_file():
+        pytest.skip(f"{path} not found")
+    loaded = load_pretrained(tiny_en_bundle, device="cpu", dtype="float32")
+    dims = ModelDimensions(**{f: getattr(loaded.config, f) for f in ModelDimensions.__dataclass_fields__})
+    reference = Whisper(dims)
+    missing, unexpected = reference.load_state_dict(loaded.model.state_dict(), strict=False)
+    assert not missing and not unexpected
+    mel = whisper.log_mel_spectrogram(whisper.pad_or_trim(torch.from_numpy(load_audio(path))))
+    expected = whisper.decode(reference.eval(), mel, whisper.DecodingOptions(language="en", beam_size=5, fp16=False))
+
+    copies = []
+    copy_rows = WhisperKVCache.copy_rows
+    monkeypatch.setattr(WhisperKVCache, "copy_rows", lambda self, dest, source: (copies.append(len(dest)), copy_rows(self, dest, source)))
+    decoder = WhisperDecoder(loaded.model, loaded.tokenizer(), beam_size=5)
+    tokens, sot = decoder.initial_tokens("en", "transcribe")
+    with torch.inference_mode():
+        ours = decoder.decode(decoder.prompt(loaded.model.embed_audio(mel[None]), tokens, sot), 0.0)
+    assert list(ours.tokens) == expected.tokens, f"oasr {ours.text!r} != openai {expected.text!r}"
+    assert ours.avg_logprob == pytest.approx(expected.avg_logprob, abs=1e-4)
+    assert copies and max(copies) < 5, "no beam changed rows, or every row was copied"

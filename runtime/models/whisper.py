@@ -81,7 +81,7 @@ class WhisperKVCache:
     [blocks, 2, B, H, capacity, D] of which ``offset`` positions are filled: a step writes its keys
     at the offset (the past is never copied, as ``torch.cat`` would copy it every step), and
     ``reorder`` gathers the rows of the beams that were kept, every block at once, into a second
-    buffer of the same shape, then swaps the two. Cross-attention keys are [W, H, Ta, D] per block,
+    buffer of the same shape, then swaps the two; ``copy_rows`` copies a few rows in place. Cross-attention keys are [W, H, Ta, D] per block,
     one row per window; the B self-attention rows are W groups of B / W rows (the beams or samples
     of one window follow each other). ``capacity``: positions allocated at the first write (the
     buffer grows, doubling, when a write goes past it).
@@ -140,6 +140,13 @@ class WhisperKVCache:
         block[0, :, :, offset:end] = k
         block[1, :, :, offset:end] = v
         return block[0, :, :, :end], block[1, :, :, :end]
+
+    def copy_rows(self, dest: Tensor, source: Tensor) -> None:
+        """Self-attention rows ``dest`` become copies of rows ``source`` (no row in both), in place:
+        a beam step copies only the rows whose beam died, not every row as ``reorder`` does."""
+        if self.buffer is not None:
+            filled = self.buffer[..., : self.offset, :]
+            filled.index_copy_(2, dest, filled.index_select(2, source))
 
     def reorder(self, index: Tensor, windows: Tensor | None = None) -> None:
         """Self-attention rows ``index`` [B'] (the beams kept, or one row spread to several), all

@@ -27,6 +27,17 @@ from ...tokenizers.whisper import TIME_PRECISION, WhisperTokenizer
 from .filters import WhisperLogitFilter
 
 
+def _place(parent_rows: list[int], rows: int) -> list[int]:
+    """Rows for the kept beams (their parents' rows given): a beam stays in its parent's row when
+    it is that parent's first child; the others take the rows that no kept beam continues."""
+    placed, taken = [], set()
+    for row in parent_rows:
+        placed.append(-1 if row in taken else row)
+        taken.add(row)
+    free = (row for row in range(rows) if row not in taken)
+    return [row if row >= 0 else next(free) for row in placed]
+
+
 def compression_ratio(text: str) -> float:
     """gzip compression ratio of ``text``: above ~2.4 the text is repetitive (a failed window)."""
     data = text.encode("utf-8")
@@ -250,7 +261,10 @@ class WhisperDecoder:
 
         Rows are window-major: window a's beams are rows a * R .. a * R + R - 1 (R = 1 at the
         first step, beam_size after it). The choice is made on the host from one transfer of
-        the (beam_size + 1) best candidates of every row, openai's exact order and tie rule."""
+        the (beam_size + 1) best candidates of every row, openai's exact order and tie rule, with
+        the beams taken in their rank order whatever rows hold them. A kept beam stays in its
+        parent's row when it is that parent's first child, so only the rows of beams that died
+        are overwritten in the cache, not every row."""
         eot, beam = self.tokenizer.eot, self.beam_size
         width = beam + 1
         cache = prompted.cache(max_steps)
@@ -258,8 +272,9 @@ class WhisperDecoder:
         state = self.filter.new_state(w, self.device)
         logits = self.filter.apply(prompted.first_logits.clone(), state)
         active = list(range(w))  # windows still in the batch, in row order
-        sequences: list[list[list[int]]] = [[[]] for _ in range(w)]  # per window, per beam
+        sequences: list[list[list[int]]] = [[[]] for _ in range(w)]  # per window, per beam (rank order)
         beam_scores: list[list[float]] = [[0.0] for _ in range(w)]
+        rows_of: list[list[int]] = [[0] for _ in range(w)]  # per window, per beam: its row in the window's block
         finished: list[list[tuple[list[int], float]]] = [[] for _ in range(w)]
         sum_logprobs = torch.zeros(w, device=self.device)
         rows_per = 1
@@ -272,11 +287,13 @@ class WhisperDecoder:
             per = rows_per * width  # candidates per window
             # One transfer for scores and ids (float64 holds both exactly).
             all_values, all_ids = torch.stack((flat_scores.double(), flat_tokens.double())).tolist()
-            kept_flat: list[int] = []  # flat candidate indices that go on, window by window
+            picked: list[int] = []  # per row of the next step: the flat candidate it continues with
+            parents: list[int] = []  # per row of the next step: the row (of this step) it continues
             staying: list[int] = []  # positions (in ``active``) of the windows that go on
             for position, window in enumerate(active):
-                base = position * per
-                values, ids = all_values[base : base + per], all_ids[base : base + per]
+                # this window's candidates, beam by beam in rank order
+                flat = [position * per + r * width + j for r in rows_of[window] for j in range(width)]
+                values, ids = [all_values[i] for i in flat], [all_ids[i] for i in flat]
                 order = sorted(range(per), key=values.__getitem__, reverse=True)
                 keep: list[int] = []
                 newly_finished: list[tuple[list[int], float]] = []
@@ -296,22 +313,33 @@ class WhisperDecoder:
                     continue  # this window is done
                 sequences[window] = [sequences[window][i // width] + [int(ids[i])] for i in keep]
                 beam_scores[window] = [values[i] for i in keep]
-                kept_flat.extend(base + i for i in keep)
+                parent_rows = [rows_of[window][i // width] for i in keep]
+                rows_of[window] = _place(parent_rows, beam)
+                block_pick, block_parent = [0] * beam, [0] * beam
+                for row, parent, i in zip(rows_of[window], parent_rows, keep):
+                    block_pick[row] = flat[i]
+                    block_parent[row] = position * rows_per + parent
+                picked.extend(block_pick)
+                parents.extend(block_parent)
                 staying.append(position)
-            n_rows = len(active) * rows_per
-            if len(staying) < len(active):
+            dropped = len(staying) < len(active)  # windows that are done leave the batch
+            if dropped:
                 active = [active[p] for p in staying]
             if not active:
                 break
-            index = torch.tensor(kept_flat, dtype=torch.long, device=self.device)
+            index = torch.tensor(picked, dtype=torch.long, device=self.device)
             tokens, sum_logprobs = flat_tokens[index], flat_scores[index]
-            sources = [i // width for i in kept_flat]
-            source_index = None
-            if len(sources) != n_rows or sources != list(range(n_rows)):  # always at the first step: one row -> beam rows
-                source_index = torch.div(index, width, rounding_mode="floor")
-                dropped = len(staying) < n_rows // rows_per  # windows that are done leave the batch
+            source_index = torch.tensor(parents, dtype=torch.long, device=self.device)
+            if dropped or rows_per != beam:  # the first step spreads one row to beam rows
                 remaining = torch.tensor(staying, dtype=torch.long, device=self.device) if dropped else None
                 cache.reorder(source_index, remaining)
+            else:
+                moved = [row for row, parent in enumerate(parents) if row != parent]
+                if not moved:
+                    source_index = None
+                else:
+                    rows = torch.tensor(moved, dtype=torch.long, device=self.device)
+                    cache.copy_rows(rows, source_index[rows])
             state.update(tokens, source_index)
             rows_per = beam
         for window in range(w):  # not enough finished: the best unfinished beams fill up
