@@ -1,5 +1,3 @@
-import sys
+from .main import entry
 
-from .main import main
-
-sys.exit(main())
+entry()

@@ -49,8 +49,8 @@ def _program(prog: str) -> list[str]:
     script = shutil.which(prog, path=path)
     if script:
         return [script]
-    func = {"oasr": "main", "oasr-convert": "convert_main"}[prog]
-    return [sys.executable, "-c", f"import sys; from oasr_cli.main import {func}; sys.exit({func}())"]
+    func = {"oasr": "entry", "oasr-convert": "convert_entry"}[prog]
+    return [sys.executable, "-c", f"from oasr_cli.main import {func}; {func}()"]
 
 
 # ---------------------------------------------------------------------------------------------
