@@ -235,8 +235,11 @@ class HTDemucsNet(nn.Module):
         training_length = mix.shape[-1]
         z = spectrogram(mix, c.nfft)  # [B, C, Fq, T] complex
         B, C, Fq, T = z.shape
-        x = torch.view_as_real(z).permute(0, 1, 4, 2, 3).reshape(B, 2 * C, Fq, T)
-        del z  # complex-as-channels from here on
+        # complex-as-channels [B, 2C, Fq, T], channels last ([B, Fq, T, 2C] in memory) through the
+        # spectral branch: its convolutions run fastest so, each DConv row is a plain view, and the
+        # decoder's output is already the layout inverse_spectrogram reads
+        x = torch.view_as_real(z).permute(0, 2, 3, 1, 4).reshape(B, Fq, T, 2 * C).permute(0, 3, 1, 2)
+        del z
         mean, std = x.mean(dim=(1, 2, 3), keepdim=True), x.std(dim=(1, 2, 3), keepdim=True)
         x = (x - mean) / (NORM_EPS + std)
         meant, stdt = mix.mean(dim=(1, 2), keepdim=True), mix.std(dim=(1, 2), keepdim=True)
@@ -281,11 +284,12 @@ class HTDemucsNet(nn.Module):
                     xt, _ = tdec(xt, saved_t.pop(-1), length_t)
 
         S = len(c.sources)
-        x = x.view(B, S, -1, Fq, T) * std[:, None] + mean[:, None]
-        zout = torch.view_as_complex(x.view(B, S, -1, 2, Fq, T).permute(0, 1, 2, 4, 5, 3).contiguous())
-        x = inverse_spectrogram(zout, training_length)
+        x = x.contiguous(memory_format=torch.channels_last)  # as the decoder leaves it: no copy
+        spec = x.permute(0, 2, 3, 1).mul_(std).add_(mean)  # [B, Fq, T, S * C * 2], the decoder's fresh output
+        x = inverse_spectrogram(torch.view_as_complex(spec.unflatten(-1, (-1, 2))), training_length)
+        del spec
         xt = xt.view(B, S, -1, training_length) * stdt[:, None] + meant[:, None]
-        return (xt + x)[..., :length]
+        return xt.add_(x.view(B, S, -1, training_length))[..., :length]
 
 
 class HTDemucs(OasrModel):

@@ -15,6 +15,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+FRAMES_ELEMENTS = 1 << 21  # samples of inverse-transformed frames at a time (8 MB of float32)
+
 
 def reflect_pad(x: Tensor, left: int, right: int) -> Tensor:
     """F.pad(mode="reflect") that also takes a signal no longer than the padding (zeros are added
@@ -46,15 +48,27 @@ def spectrogram(x: Tensor, nfft: int) -> Tensor:
 
 
 def inverse_spectrogram(z: Tensor, length: int) -> Tensor:
-    """[..., nfft / 2, frames] complex -> [..., length] real."""
-    nfft = 2 * z.shape[-2]
+    """[B, nfft / 2, frames, K] complex -> [B, K, length] real: ``torch.istft`` of each of the K
+    spectrograms padded back as above, computed on this layout (the decoder's, channels last)
+    without transposing it: an inverse real FFT across the bins (which supplies the zero Nyquist
+    bin), the window, and the overlap-add of each frame's four hop-long quarters, a chunk of frames at a time; the four zero
+    frames add nothing to the signal, only to the window envelope it is divided by."""
+    B, freqs, frames, K = z.shape
+    nfft = 2 * freqs
     hop = nfft // 4
-    z = F.pad(F.pad(z, (0, 0, 0, 1)), (2, 2))
+    window = torch.hann_window(nfft, device=z.device, dtype=z.real.dtype)
+    scaled = window[:, None] * math.sqrt(nfft)  # sqrt(nfft): normalized=True
+    out = window.new_zeros(B, frames + 3, hop, K)  # frame t starts at quarter t
+    step = max(1, FRAMES_ELEMENTS // (nfft * K * B))
+    for a in range(0, frames, step):  # a few MB at a time, not the whole spectrogram's size
+        x = torch.fft.irfft(z[:, :, a : a + step].transpose(1, 2), n=nfft, dim=2)  # [B, f, nfft, K]
+        x = x.mul_(scaled).view(B, -1, 4, hop, K)
+        for q in range(4):
+            out[:, a + q : a + q + x.shape[1]] += x[:, :, q]
+    square = (window * window).view(4, hop)
+    envelope = square.new_zeros(frames + 7, hop)  # with the two zero frames either side
+    for q in range(4):
+        envelope[q : q + frames + 4] += square[q]
     pad = hop // 2 * 3
-    total = hop * math.ceil(length / hop) + 2 * pad
-    *other, freqs, frames = z.shape
-    x = torch.istft(
-        z.reshape(-1, freqs, frames), nfft, hop, window=torch.hann_window(nfft, device=z.device, dtype=z.real.dtype),
-        win_length=nfft, normalized=True, length=total, center=True,
-    )
-    return x.view(*other, total)[..., pad : pad + length]
+    signal = out.view(B, -1, K)[:, pad : pad + length]
+    return (signal / envelope.view(-1, 1)[2 * hop + pad : 2 * hop + pad + length]).transpose(1, 2)

@@ -113,7 +113,7 @@ class TransformerLayer(nn.Module):
 
 
 class CrossTransformerEncoder(nn.Module):
-    """(x [B, C, Fr, T1], xt [B, C, T2]) -> the same shapes."""
+    """(x [B, C, Fr, T1], xt [B, C, T2]) -> the same shapes (x channels last)."""
 
     def __init__(self, dim: int, *, heads: int, layers: int, hidden_scale: float, cross_first: bool, norm_in: bool,
                  norm_in_group: int, group_norm: int, norm_first: bool, norm_out: int, max_period: float,
@@ -150,5 +150,5 @@ class CrossTransformerEncoder(nn.Module):
                 x, xt = layer(x, xt), layer_t(xt, x)
             else:
                 x, xt = layer(x), layer_t(xt)
-        x = x.reshape(B, T1, Fr, C).permute(0, 3, 2, 1)
+        x = x.view(B, T1, Fr, C).transpose(1, 2).contiguous().permute(0, 3, 1, 2)  # channels last, as it came
         return x, xt.transpose(1, 2)

@@ -15,10 +15,10 @@ The arithmetic is apply_model's, in the same order (so results agree to float ro
   and divides by the weights' total per source.
 
 Streaming: each (member, shift) pair is a ``Lane`` that separates chunk after chunk and keeps
-only the stretch not yet final (under two segments of S sources x channels floats). A sample is
-final in a lane once the next chunk starts past it; ``stream`` runs the lane that lags most and
-yields every stretch all lanes have finished, so memory stays within lanes x 2 segments
-whatever the track's length.
+only the stretch not yet final (under two segments of S sources x channels floats, in buffers
+it reuses). A sample is final in a lane once the next chunk starts past it; ``stream`` runs the
+lane that lags most and yields every stretch all lanes have finished, so memory stays within
+lanes x 2 segments whatever the track's length.
 
 Offsets are drawn as demucs draws them from Python's ``random``: per member, K offsets, and
 between two offsets one draw per forward pass of the previous one (each HTDemucs forward draws its
@@ -89,8 +89,12 @@ class Lane:
         self.weight = triangle(plan.valid, track.device)
         self.next = 0  # y of the next chunk to run
         self.start = 0  # y of acc[..., 0]: everything before it has been handed out
+        # acc[..., :held] and wsum[:held]: the weighted sums from start on. The buffers are kept and
+        # their tail moved to the front as stretches are handed out (grown only when a chunk needs
+        # more room), so the heap is not fragmented by a new buffer of a new size every chunk.
         self.acc = torch.zeros(sources, track.channels, 0, device=track.device)
         self.wsum = torch.zeros(0, device=track.device)
+        self.held = 0
 
     @property
     def chunks(self) -> int:
@@ -122,10 +126,14 @@ class Lane:
         out = self.plan.forward(windows)
         del windows  # the network's intermediates are gone; its input need not outlive them
         end = offs[-1] + lens[-1]
-        grow = end - self.start - self.acc.shape[-1]
-        if grow > 0:
-            self.acc = torch.cat([self.acc, self.acc.new_zeros(*self.acc.shape[:2], grow)], dim=-1)
-            self.wsum = torch.cat([self.wsum, self.wsum.new_zeros(grow)])
+        need = end - self.start
+        if need > self.acc.shape[-1]:
+            self.acc = torch.cat([self.acc[..., : self.held], self.acc.new_empty(*self.acc.shape[:2], need - self.held)], -1)
+            self.wsum = torch.cat([self.wsum[: self.held], self.wsum.new_empty(need - self.held)])
+        if need > self.held:
+            self.acc[..., self.held : need] = 0
+            self.wsum[self.held : need] = 0
+            self.held = need
         valid = self.plan.valid
         for chunk, off, l in zip(out, offs, lens):
             trim = (valid - l) // 2
@@ -140,7 +148,11 @@ class Lane:
         upto = upto_x - self.base
         n = upto - self.start
         out = self.acc[..., :n] / self.wsum[:n]
-        self.acc, self.wsum = self.acc[..., n:], self.wsum[n:]
+        for a in range(n, self.held, n):  # the rest to the front, in pieces that do not overlap
+            b = min(a + n, self.held)
+            self.acc[..., a - n : b - n] = self.acc[..., a:b]
+            self.wsum[a - n : b - n] = self.wsum[a:b]
+        self.held -= n
         skip = max(0, -self.base - self.start)  # y before x = 0
         self.start = upto
         return out[..., skip:]
