@@ -10,9 +10,12 @@ is process-wide, so the library does not do it on its own: ``oasr separate --low
 process it is) calls ``return_freed_buffers()``, and so may a program that embeds ``oasr.separate``.
 
 It is not the default because every such block is then a fresh mmap whose pages are faulted in
-and zeroed: 30 s of a 44.1 kHz stereo track at the released htdemucs shape, 2 threads, took 26.7 s
-and peaked at 731 MB with the threshold at 1 MB, 16.3 s and 979 MB with glibc's own behaviour
-(4 MB: 23.2 s, 780 MB; 16 MB: 18.9 s, 948 MB; ``malloc_trim`` after each segment: 16.5 s, 930 MB).
+and zeroed. 3 minutes of a 44.1 kHz stereo track at the released htdemucs shape, 2 threads
+(``benchmarks/separate.py``, against demucs on the same weights): 1.21x demucs' time and 0.38x its
+peak memory with the threshold at 1 MB, 0.76x and 0.51x with glibc's own behaviour. (Before the
+forward pass ran its widest layers a few rows at a time, 30 s took 26.7 s and 731 MB at 1 MB,
+16.3 s and 979 MB with glibc's own behaviour; a threshold of 4 or 16 MB, or ``malloc_trim`` after
+each segment, fell between the two.)
 """
 
 from __future__ import annotations
