@@ -51,8 +51,9 @@ def inverse_spectrogram(z: Tensor, length: int) -> Tensor:
     """[B, nfft / 2, frames, K] complex -> [B, K, length] real: ``torch.istft`` of each of the K
     spectrograms padded back as above, computed on this layout (the decoder's, channels last)
     without transposing it: an inverse real FFT across the bins (which supplies the zero Nyquist
-    bin), the window, and the overlap-add of each frame's four hop-long quarters, a chunk of frames at a time; the four zero
-    frames add nothing to the signal, only to the window envelope it is divided by."""
+    bin), the window, and the overlap-add of each frame's four hop-long quarters, a chunk of
+    frames at a time; the four zero frames add nothing to the signal, only to the window
+    envelope it is divided by."""
     B, freqs, frames, K = z.shape
     nfft = 2 * freqs
     hop = nfft // 4
