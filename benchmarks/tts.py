@@ -9,10 +9,11 @@ espeak-ng) and synthesizes every sentence with the voice's own noise settings; a
 text. Both are held to ``--threads`` (torch.set_num_threads, onnxruntime's intra-op threads) and
 interleaved over ``--runs`` rounds after a warm-up; wall times are medians.
 
-``--omp-wait passive`` (the default) sets OMP_WAIT_POLICY=PASSIVE before torch loads: on a machine
-shared with other work, torch's OpenMP threads spin-waiting for each other at every operator lose
-their time slices and a 2-thread run takes 6-8x as long as a 1-thread one (measured here under a
-load of 15 on 2 cores); ``--omp-wait default`` leaves OpenMP's own policy. onnxruntime keeps its own
+``--omp-wait oasr`` (the default) sets the CLI's OpenMP wait (``oasr.threads.apply_wait_policy``: a
+short spin) before torch loads; ``passive`` sets OMP_WAIT_POLICY=PASSIVE; ``default`` leaves
+OpenMP's own policy, under which, on a machine shared with other work, torch's OpenMP threads
+spin-waiting for each other at every operator lose their time slices and a 2-thread run takes 6-8x
+as long as a 1-thread one (measured here under a load of 15 on 2 cores). onnxruntime keeps its own
 thread pool either way.
 
 Printed: the wall ratio oasr / piper (target at most 1.0) and each engine's real-time factor
@@ -40,12 +41,17 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--json", type=Path, default=None)
-    parser.add_argument("--omp-wait", choices=("passive", "default"), default="passive")
+    parser.add_argument("--omp-wait", choices=("oasr", "passive", "default"), default="oasr")
     args = parser.parse_args()
-    if args.omp_wait == "passive":
+    # read when libgomp starts, i.e. at torch's import below
+    if args.omp_wait == "oasr":
+        from oasr.threads import apply_wait_policy
+
+        apply_wait_policy()
+    elif args.omp_wait == "passive":
         import os
 
-        os.environ["OMP_WAIT_POLICY"] = "PASSIVE"  # read when libgomp starts, i.e. at torch's import below
+        os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
 
     import numpy as np
     import onnxruntime

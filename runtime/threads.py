@@ -1,13 +1,21 @@
-"""CPU threads: how many torch uses, and how its OpenMP workers wait between parallel regions.
+"""CPU threads: how many torch uses, how its OpenMP workers wait, and fitting the count to the load.
 
-torch's CPU build runs its kernels on GNU OpenMP workers that, by default, spin on a core for a
-while after each parallel region. A decoding step is hundreds of short regions, so when another
-process holds one of the cores a spinning worker takes turns from it, and the step waits for the
-worker that is not scheduled. A passive wait (idle workers sleep) holds under contention: with one
-of 2 cores kept busy by another process (``benchmarks/transcribe.py --busy``), ``oasr transcribe``
-on sample.wav slowed 1.19x (int8) and 1.28x (fp32), faster-whisper 1.28x (int8) and 2.79x (fp32);
-without it Piper synthesis was measured 6.4x slower. So every oasr command sets it before torch
-loads; OMP_WAIT_POLICY or GOMP_SPINCOUNT set by the user win.
+torch's CPU build runs its kernels on GNU OpenMP workers. A decoding step is hundreds of short
+parallel regions with a few microseconds between them, so how an idle worker waits decides the
+step's speed (Whisper base int8, one beam-5 step, 2 threads of an idle 2-core CPU):
+
+- sleeping at once (``OMP_WAIT_POLICY=PASSIVE``): 24.1 ms, every region pays a wake-up;
+- spinning 10,000 times first (``GOMP_SPINCOUNT=10000``, a few tens of microseconds): 14.2 ms;
+- libgomp's default, 300,000 spins: as fast when idle, but when another process holds a core the
+  spinning worker takes turns from it and every region waits for the worker that is not
+  scheduled (Piper synthesis was measured 6.4x slower that way).
+
+So every oasr command sets the short spin before torch loads (``OMP_WAIT_POLICY`` or
+``GOMP_SPINCOUNT`` set by the user win). A short spin still loses when a core is taken: the step
+above took 46 ms with one of the 2 cores kept busy, against 22 ms on one thread. So with the default
+thread count (``--threads`` not given) the count follows the load: ``fit_threads`` gives the
+cores less those other processes kept busy since it last looked (``/proc/stat`` less this
+process's own CPU time), and long jobs call it between windows.
 """
 
 from __future__ import annotations
@@ -15,26 +23,33 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import time
+from dataclasses import dataclass
 
 log = logging.getLogger("oasr")
 
 WAIT_VARIABLES = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
 CGROUP_CPU_MAX = "/sys/fs/cgroup/cpu.max"
-DEFAULT_WAIT_POLICY = "PASSIVE"
+PROC_STAT = "/proc/stat"
+DEFAULT_SPIN_COUNT = "10000"
+MIN_INTERVAL = 0.1  # seconds between two looks at the load: /proc/stat counts in 10 ms ticks
 
 
 def apply_wait_policy() -> bool:
-    """Set the passive OpenMP wait policy for this process unless the user chose one.
+    """Set the short-spin OpenMP wait for this process unless the user chose a policy; starts
+    watching the load (see ``fit_threads``).
 
     OpenMP reads it once, when torch's library is loaded: after ``import torch`` this is too
     late, says so in the log and returns False.
     """
+    global _last
+    _last = _look()
     if any(name in os.environ for name in WAIT_VARIABLES):
         return False
     if "torch" in sys.modules:
         log.debug("torch is already imported: the OpenMP wait policy stays as it is")
         return False
-    os.environ["OMP_WAIT_POLICY"] = DEFAULT_WAIT_POLICY
+    os.environ["GOMP_SPINCOUNT"] = DEFAULT_SPIN_COUNT
     return True
 
 
@@ -67,22 +82,115 @@ def _cgroup_cpu_quota(path: str = CGROUP_CPU_MAX) -> int | None:
 
 
 def set_threads(threads: int | None = None) -> int:
-    """Use ``threads`` CPU threads for torch's kernels (None: ``available_cores()``); returns it.
+    """Use ``threads`` CPU threads for torch's kernels; returns the count in use.
 
-    Before torch is imported this only sets OMP_NUM_THREADS (torch reads it when it starts), so a
-    command pays for the torch import only once it needs a model; None leaves a user's own
-    OMP_NUM_THREADS alone.
+    None: ``available_cores()`` less the cores other processes kept busy since ``apply_wait_policy``
+    (or the last look), and ``fit_threads`` keeps following the load; a number is kept as it is,
+    and so is the user's own OMP_NUM_THREADS when None is given. Before torch is imported this
+    only sets OMP_NUM_THREADS (torch reads it when it starts), so a command pays for the torch
+    import only once it needs a model.
     """
-    count = available_cores() if threads is None else int(threads)
-    if count < 1:
+    global _cores
+    if threads is not None and int(threads) < 1:
         raise ValueError(f"threads must be at least 1, not {threads}")
-    if "torch" not in sys.modules:
-        if threads is not None or "OMP_NUM_THREADS" not in os.environ:
-            os.environ["OMP_NUM_THREADS"] = str(count)
+    if threads is None and _USER_OMP_THREADS:
+        _cores = None
+        count = _user_count()
+    elif threads is None:
+        _cores = available_cores()
+        count = _fitted(_cores, _cores)
+        _use(count)
     else:
-        import torch
-
-        if torch.get_num_threads() != count:
-            torch.set_num_threads(count)
+        _cores, count = None, int(threads)
+        _use(count)
     log.info("%d CPU thread(s) for the models", count)
     return count
+
+
+def _user_count() -> int:
+    try:
+        return max(1, int(os.environ["OMP_NUM_THREADS"].split(",")[0]))
+    except ValueError:
+        return available_cores()
+
+
+def fit_threads() -> int | None:
+    """Between pieces of work (a Whisper window): with the default thread count, refit it to the
+    cores other processes leave free; returns the count (None: a fixed count, left alone)."""
+    if _cores is None:
+        return None
+    count = _fitted(_cores, _in_use or _cores)
+    if count != _in_use:
+        log.info("other processes keep %d of %d core(s) busy: %d CPU thread(s) now", _cores - count, _cores, count)
+        _use(count)
+    return count
+
+
+@dataclass(frozen=True)
+class _Look:
+    wall: float  # monotonic seconds
+    busy: float  # CPU seconds the watched cores were busy, by anyone
+    own: float  # this process's CPU seconds
+
+
+_USER_OMP_THREADS = "OMP_NUM_THREADS" in os.environ  # the user's, not one this module set
+_last: _Look | None = None  # the last look at the load
+_cores: int | None = None  # the cores to fit the count in; None: a fixed count
+_in_use: int | None = None
+
+
+def _use(count: int) -> None:
+    global _in_use
+    _in_use = count
+    if "torch" not in sys.modules:
+        os.environ["OMP_NUM_THREADS"] = str(count)
+        return
+    import torch
+
+    if torch.get_num_threads() != count:
+        torch.set_num_threads(count)
+
+
+def _fitted(cores: int, unmeasured: int) -> int:
+    """``cores`` less the cores other processes kept busy since the last look (at least 1);
+    ``unmeasured`` when too little time has passed to tell."""
+    global _last
+    now = _look()
+    if now is None or _last is None or now.wall - _last.wall < MIN_INTERVAL:
+        _last = _last or now
+        return unmeasured
+    others = max(0.0, (now.busy - _last.busy) - (now.own - _last.own)) / (now.wall - _last.wall)
+    _last = now
+    return max(1, min(cores, cores - int(others + 0.5)))
+
+
+def _watched_cpus() -> set[int] | None:
+    """The CPUs whose load says what this process gets: its affinity, unless a cgroup quota
+    caps it below that (a container's share of a larger host, whose other tenants /proc/stat
+    shows alike)."""
+    try:
+        cpus = set(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        return None
+    quota = _cgroup_cpu_quota()
+    return None if quota is not None and quota < len(cpus) else cpus
+
+
+def _look() -> _Look | None:
+    """Now: the busy time of the watched CPUs and this process's CPU time; None where unreadable."""
+    cpus = _watched_cpus()
+    if cpus is None:
+        return None
+    ticks = 0
+    try:
+        with open(PROC_STAT, encoding="ascii") as f:
+            for line in f:
+                name, _, rest = line.partition(" ")
+                if not name.startswith("cpu") or not name[3:].isdigit() or int(name[3:]) not in cpus:
+                    continue
+                # user nice system idle iowait irq softirq steal (guest time is inside user)
+                fields = [int(v) for v in rest.split()[:8]]
+                ticks += sum(fields) - fields[3] - fields[4]
+    except (OSError, ValueError):
+        return None
+    return _Look(time.monotonic(), ticks / os.sysconf("SC_CLK_TCK"), time.process_time())

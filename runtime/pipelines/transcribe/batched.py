@@ -21,6 +21,7 @@ import torch
 
 from ...options import VadOptions
 from ...results import Segment
+from ...threads import fit_threads
 from .whisper import _LongForm, _Piece
 
 log = logging.getLogger("oasr")
@@ -72,6 +73,7 @@ class BatchedLongForm(_LongForm):
         segments: list[Segment] = []
         for first in range(0, len(windows), o.batch_size):
             batch = windows[first : first + o.batch_size]
+            fit_threads()  # the cores other processes left free since the last batch
             mels = torch.stack([self._window_mel(tensor[a:b]) for a, b in batch]).to(self.dtype)
             features = self.model.embed_audio(mels)
             if language is None:

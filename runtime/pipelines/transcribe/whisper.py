@@ -28,6 +28,7 @@ from ...errors import CapabilityError
 from ...io.samples import SampleFile, SampleTensor
 from ...options import MAX_BEAMS, CtcDecoding, TranscribeOptions, WhisperDecoding
 from ...results import Segment, Word
+from ...threads import fit_threads
 from ..vad.energy import frame_levels_db
 from . import EngineOutput
 
@@ -222,6 +223,7 @@ class _LongForm:
                 seek += size
                 self._done(seek)
                 continue
+            fit_threads()  # the cores other processes left free since the last window
             window, features = self._encode(mel, seek, size)
             if language is None:
                 language, probability = self._detect_language(features)
