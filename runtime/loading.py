@@ -192,6 +192,10 @@ def load_pretrained(
     loaded = _CACHE.get(key) if cache else None
     if loaded is None:
         loaded = _load_bundle(bundle, target, dtype)
+        if dtype == "auto" and target.type == "cpu" and loaded.quantization is not None:
+            from .precision import tune_for_cpu
+
+            tune_for_cpu(loaded.model)
         if full_precision is not None:
             loaded = dataclasses.replace(loaded, identity=_variant_identity(loaded, full_precision))
         if cache:

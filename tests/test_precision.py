@@ -102,6 +102,41 @@ def test_a_variant_that_cannot_be_written_costs_speed_not_the_run(whisper_copy, 
     assert not variant_path(whisper_copy).exists()
 
 
+def _attention_dtypes(model) -> set:
+    return {block.attn.attention_dtype for block in model.encoder.blocks} | {
+        block.cross_attn.attention_dtype for block in model.decoder.blocks
+    }
+
+
+def test_auto_runs_the_audio_attentions_in_bf16_where_the_cpu_has_amx(shared_copy, jfk_wav):
+    """On an AMX-BF16 CPU the int8 variant's encoder and cross-attention run in bf16; the
+    decoder's self-attention and every explicit dtype stay float32. bf16 attention moves the
+    model far less than int8 does (the fp32 model's logits with and without it)."""
+    import torch
+
+    from oasr.features.logmel import log_mel_spectrogram
+    from oasr.io.audio import load_audio
+    from oasr.quant.modules import cpu_flags
+
+    if "amx_bf16" not in cpu_flags():
+        pytest.skip("this CPU has no AMX-BF16: auto keeps every attention in float32")
+    auto = oasr.load_pretrained(shared_copy, device="cpu", dtype="auto", cache=False).model
+    assert _attention_dtypes(auto) == {torch.bfloat16}
+    assert {block.attn.attention_dtype for block in auto.decoder.blocks} == {None}
+    loaded = oasr.load_pretrained(shared_copy, device="cpu", dtype="float32", cache=False)
+    fp32 = loaded.model
+    assert _attention_dtypes(fp32) == {None}
+    audio = torch.from_numpy(load_audio(jfk_wav, 16000))
+    mel = log_mel_spectrogram(audio, loaded.feature_spec, padding=480000)[None, :, :3000]
+    tokens = torch.tensor([[50257, 50362, 440, 1029, 286, 220, 1002]])  # <|startoftranscript|><|notimestamps|> ...
+    with torch.inference_mode():
+        reference = fp32.logits(tokens, fp32.embed_audio(mel))
+        fp32.attend_in(torch.bfloat16)
+        bf16 = fp32.logits(tokens, fp32.embed_audio(mel))
+    assert not torch.equal(bf16, reference)
+    assert torch.nn.functional.cosine_similarity(bf16.flatten(), reference.flatten(), dim=0) > 0.9999
+
+
 def test_families_without_checked_int8_rules_stay_float(tmp_path):
     from crepe_refs import crepe_weights
     from oasr.precision import wants_int8

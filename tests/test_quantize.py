@@ -184,7 +184,8 @@ def test_load_swaps_in_quantized_modules(tiny_int8):
     assert state["encoder.conv1.weight"].dtype == torch.bfloat16
     assert loaded.quantization["scheme"] == "int8"
     assert _logits(loaded).dtype == torch.float32
-    assert isinstance(model.encoder.blocks[0].attn.query._packed, torch.ScriptObject)  # the CPU integer kernel
+    query = model.encoder.blocks[0].attn.query
+    assert isinstance(query._wide if query._wide is not None else query._packed, torch.ScriptObject)  # the CPU integer kernel
 
 
 def test_weights_are_packed_ahead_on_a_helper_thread(tiny_int8):
@@ -200,7 +201,8 @@ def test_weights_are_packed_ahead_on_a_helper_thread(tiny_int8):
         if thread.name == "oasr-int8-pack":
             thread.join(timeout=60)
     layers = [m for m in loaded.model.modules() if isinstance(m, (QuantLinear, QuantEmbedding))]
-    assert layers and all(isinstance(m._packed, torch.ScriptObject) for m in layers)  # no forward ran
+    # no forward ran: each has the kernel its first call wants (oneDNN's for the encoder's, on AMX)
+    assert layers and all(isinstance(m._wide if m._wide is not None else m._packed, torch.ScriptObject) for m in layers)
     ahead = _logits(loaded)
     clear_cache()
     from oasr.quant import modules
@@ -212,6 +214,7 @@ def test_weights_are_packed_ahead_on_a_helper_thread(tiny_int8):
     for m in lazy.model.modules():
         if isinstance(m, (QuantLinear, QuantEmbedding)):
             m._packed = modules._PENDING  # packed again, on the first call
+            m._wide = None if m._wide is None else modules._PENDING
     assert torch.equal(_logits(lazy), ahead)
 
 
@@ -228,7 +231,7 @@ def test_quantized_logits_follow_the_float_model(tiny, tmp_path, scheme, floor):
     # the dequantising path (used where there is no integer kernel) computes the same model
     for m in loaded.model.modules():
         if isinstance(m, (QuantLinear, QuantEmbedding)):
-            m._packed = None
+            m._packed = m._wide = None
     assert _cosine(_logits(loaded), kernel) >= 0.999
 
 
@@ -370,3 +373,27 @@ def test_every_architecture_is_validated_or_refused_with_a_reason():
             assert cls.quant_refusal is None
         else:
             assert isinstance(cls.quant_refusal, str) and len(cls.quant_refusal) > 20, name
+
+
+def test_an_encoder_takes_onednns_amx_kernel_where_the_cpu_has_it(tiny_int8):
+    """Whisper's encoder layers (1500 rows a window) run oneDNN's int8 kernel on an AMX CPU, the
+    decoder's (a few rows a step) fbgemm's; both multiply the same int8 weights."""
+    from oasr.loading import clear_cache
+    from oasr.quant import modules
+
+    if not modules._has_amx_int8():
+        pytest.skip("this CPU has no AMX int8: every layer keeps fbgemm's kernel")
+    clear_cache()
+    model = oasr.load_pretrained(tiny_int8, device="cpu", dtype="float32").model
+    clear_cache()  # the layers are changed below
+    named = [(n, m) for n, m in model.named_modules() if isinstance(m, (QuantLinear, QuantEmbedding))]
+    assert all((m._wide is not None) == n.startswith("encoder.") for n, m in named)
+    mel = torch.randn(8, 80, 2 * DIMS["n_audio_ctx"])  # 8 windows of 16 frames: 128 rows a call
+    with torch.inference_mode():
+        wide = model.encoder(mel)
+        assert all(isinstance(m._wide, torch.ScriptObject) for n, m in named if n.startswith("encoder."))
+        for _, m in named:
+            m._wide = None
+        narrow = model.encoder(mel)
+    assert not torch.equal(wide, narrow)  # another kernel ran
+    assert _cosine(wide, narrow) >= 0.9999

@@ -45,6 +45,9 @@ class OasrModel(nn.Module):
     quant_refusal: ClassVar[str | None] = "no weight-only quantization rules have been validated for it"
     # fnmatch patterns of weight names that stay in floating point when the architecture is quantized.
     quant_keep: ClassVar[tuple[str, ...]] = ()
+    # Name prefixes of the quantized modules that see hundreds of rows a call (an encoder's
+    # frames): they take oneDNN's AMX int8 kernel where the CPU has it (oasr.quant.modules).
+    quant_long_inputs: ClassVar[tuple[str, ...]] = ()
     # dtype auto on a CPU runs an int8 variant of the bundle (oasr.precision): only where it was
     # measured faster with the accuracy held.
     auto_int8_on_cpu: ClassVar[bool] = False

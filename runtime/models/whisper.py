@@ -167,6 +167,10 @@ class WhisperKVCache:
 
 
 class MultiHeadAttention(nn.Module):
+    # SDPA in this dtype (None: the model's): keys and values are projected into it, queries cast
+    # to it, the result cast back. Set by ``Whisper.attend_in``.
+    attention_dtype: torch.dtype | None = None
+
     def __init__(self, n_state: int, n_head: int):
         super().__init__()
         self.n_head = n_head
@@ -180,7 +184,11 @@ class MultiHeadAttention(nn.Module):
         return x.view(b, t, self.n_head, c // self.n_head).transpose(1, 2)
 
     def project_kv(self, x: Tensor) -> tuple[Tensor, Tensor]:
-        return self._heads(self.key(x)), self._heads(self.value(x))
+        k, v = self._heads(self.key(x)), self._heads(self.value(x))
+        if self.attention_dtype is None:
+            return k, v
+        # contiguous [B, H, T, D]: read head by head at every decoding step
+        return tuple(t.to(self.attention_dtype, memory_format=torch.contiguous_format) for t in (k, v))
 
     def forward(
         self, x: Tensor, kv: tuple[Tensor, Tensor], causal_offset: int | None, return_scores: bool = False
@@ -194,6 +202,7 @@ class MultiHeadAttention(nn.Module):
         """
         q = self._heads(self.query(x))
         k, v = kv
+        q = q.to(k.dtype)
         mask = None
         is_causal = False
         tq, tk = q.shape[2], k.shape[2]
@@ -208,7 +217,7 @@ class MultiHeadAttention(nn.Module):
             if mask is not None:
                 scores = scores.masked_fill(~mask, -torch.inf)
             y = scores.softmax(dim=-1).to(v.dtype) @ v
-            return self.out(y.transpose(1, 2).flatten(2)), scores
+            return self.out(y.transpose(1, 2).flatten(2).to(x.dtype)), scores
         if causal_offset is None and k.shape[0] < q.shape[0]:
             # Keys of W windows shared by groups of G = B / W rows (beams): the rows of a group
             # become query positions, one attention call over [W, H, G * Tq, D], no broadcast copies.
@@ -217,9 +226,9 @@ class MultiHeadAttention(nn.Module):
             g = b // w
             q = q.view(w, g, h, tq, d).transpose(1, 2).reshape(w, h, g * tq, d)
             y = F.scaled_dot_product_attention(q, k, v).view(w, h, g, tq, d).transpose(1, 2).reshape(b, h, tq, d)
-            return self.out(y.transpose(1, 2).flatten(2))
+            return self.out(y.transpose(1, 2).flatten(2).to(x.dtype))
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal)
-        return self.out(y.transpose(1, 2).flatten(2))
+        return self.out(y.transpose(1, 2).flatten(2).to(x.dtype))
 
 
 class ResidualAttentionBlock(nn.Module):
@@ -339,6 +348,7 @@ class Whisper(OasrModel):
     # Convolutions, norms, biases and positional tables stay float. `--keep
     # decoder.token_embedding.weight` keeps the table float.
     quant_refusal: ClassVar = None
+    quant_long_inputs: ClassVar = ("encoder.",)  # a window is 1500 frames
     # dtype auto on a CPU runs the int8 variant: 1.3-3.9x faster, WER held (oasr.precision has the figures).
     auto_int8_on_cpu: ClassVar = True
 
@@ -351,6 +361,15 @@ class Whisper(OasrModel):
     def computed_buffer_values(self) -> dict[str, Tensor]:
         c = self.config
         return {"encoder.positional_embedding": sinusoids(c.n_audio_ctx, c.n_audio_state)}
+
+    def attend_in(self, dtype: torch.dtype | None) -> None:
+        """Run the long attentions in ``dtype`` (None: the model's): the encoder's self-attention
+        and the decoder's cross-attention over the audio, whose keys and values are then stored in
+        it. The decoder's self-attention, over a few hundred tokens, stays in the model's dtype."""
+        for block in self.encoder.blocks:
+            block.attn.attention_dtype = dtype
+        for block in self.decoder.blocks:
+            block.cross_attn.attention_dtype = dtype
 
     def embed_audio(self, mel: Tensor) -> Tensor:
         return self.encoder(mel)

@@ -105,9 +105,11 @@ def check_dtypes(model: nn.Module, tensors: Mapping[str, torch.Tensor]) -> None:
 def prepare_quantized(model: nn.Module, dtype: torch.dtype) -> None:
     """Pick each quantized module's kernel once its tensors sit on their device; the CPU's packed
     weights are made on a helper thread from now on."""
-    for module in model.modules():
+    long_inputs = tuple(getattr(model, "quant_long_inputs", ()))
+    for name, module in model.named_modules():
+        long = bool(long_inputs) and name.startswith(long_inputs)
         if isinstance(module, QuantEmbedding):
-            module.prepare(dtype)
+            module.prepare(dtype, long)
         elif isinstance(module, QuantLinear):
-            module.prepare()
+            module.prepare(long)
     pack_ahead(model)

@@ -1,9 +1,11 @@
 """Modules that hold quantized weights and run them: an integer GEMM on the CPU, dequantisation elsewhere.
 
 On the CPU the weight goes once, on the layer's first call (loading only maps the file), into
-an fbgemm/oneDNN prepacked int8 matrix (``torch.ops.quantized.linear_prepack``); each call
-quantizes the activations dynamically to uint8 and multiplies in integers
-(``linear_dynamic``). int4 weights are unpacked and requantized per output channel to int8 for
+a prepacked int8 matrix (``torch.ops.quantized.linear_prepack``); each call quantizes the
+activations dynamically to uint8 and multiplies in integers (``linear_dynamic``). The engine is
+torch's default (fbgemm on x86), and for modules that see long inputs (a model's
+``quant_long_inputs``: Whisper's encoder) on a CPU with AMX, oneDNN's, whose AMX kernel is 1.6-4x
+faster from a few dozen rows up (each such module packs the one its calls use). int4 weights are unpacked and requantized per output channel to int8 for
 that kernel (torch's own int4 CPU kernel, ``_weight_int4pack_mm_for_cpu``, measured 30-80x
 slower than an fp32 GEMM on Whisper base's shapes). Without such a kernel (CUDA, or a CPU build
 without it) each call dequantises the weight into the activation dtype and runs a float GEMM.
@@ -29,18 +31,27 @@ log = logging.getLogger("oasr")
 
 
 @functools.cache
-def _reduce_range() -> bool:
-    """7-bit activations unless the CPU has VNNI: without it the u8 x s8 pair sums saturate int16."""
+def cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags (/proc/cpuinfo); empty where unreadable."""
     try:
         with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
-            flags = f.read()
-        return not ("avx512_vnni" in flags or "avx_vnni" in flags)
+            for line in f:
+                if line.startswith("flags"):
+                    return frozenset(line.partition(":")[2].split())
     except OSError:
-        return True
+        pass
+    return frozenset()
 
 
-def _prepack(q: Tensor, scale: Tensor):
-    """int8 [out, in] + fp32 scale [out] -> the quantized engine's packed weight (no bias), or None without one."""
+def _reduce_range() -> bool:
+    """7-bit activations unless the CPU has VNNI: without it the u8 x s8 pair sums saturate int16."""
+    return not {"avx512_vnni", "avx_vnni"} & cpu_flags()
+
+
+def _prepack(q: Tensor, scale: Tensor, engine: str | None = None):
+    """int8 [out, in] + fp32 scale [out] -> the packed weight (no bias) of the quantized engine
+    (``engine``, or torch's default), or None without one. The caller holds ``_PACK_LOCK``."""
+    default = torch.backends.quantized.engine
     try:
         # torch 2.13 deprecates creating qint8 tensors (pytorch#184982) but has no other way to
         # reach its integer linear; the packed weight below is all that is kept of it.
@@ -50,27 +61,42 @@ def _prepack(q: Tensor, scale: Tensor):
             qweight = torch._make_per_channel_quantized_tensor(
                 q.contiguous(), scale.double(), torch.zeros(q.shape[0], dtype=torch.long), 0
             )
+            if engine is not None:
+                torch.backends.quantized.engine = engine  # read by the prepack only
             return torch.ops.quantized.linear_prepack(qweight, None)
     except (RuntimeError, AttributeError, NotImplementedError) as e:
         log.info("no integer GEMM on this CPU build (%s); quantized layers dequantise on the fly", e)
         return None
+    finally:
+        torch.backends.quantized.engine = default
 
 
-def _int8_linear(x: Tensor, packed, out_features: int) -> Tensor:
-    """x [..., in] -> x W^T [..., out] fp32 through the integer kernel, activations quantized per row.
+def _has_amx_int8() -> bool:
+    """oneDNN's int8 kernel runs in AMX tiles on this CPU, and torch has it."""
+    return "amx_int8" in cpu_flags() and "onednn" in torch.backends.quantized.supported_engines
+
+
+def _int8_linear(x: Tensor, module: "_Quantized", out_features: int) -> Tensor | None:
+    """x [..., in] -> x W^T [..., out] fp32 through ``module``'s integer kernel, activations
+    quantized per row; None when there is no such kernel (the prepack failed).
 
     The kernel quantizes its whole input with one scale, so the rows (token positions) with the
     smallest range get the fewest levels; Whisper's rows differ several-fold (base's decoder
     logit cosine on jfk: 0.998 with one scale, 0.9999 per row). Scaling each row to unit peak first, and back after, makes that one scale
-    a per-row one; the product is linear, so only the rounding changes. Long inputs (an encoder
-    window) go in blocks of rows so the scaled copy stays small.
+    a per-row one; the product is linear, so only the rounding changes. Long inputs (a batch of
+    encoder windows) go in blocks of rows so the scaled copy stays small.
     """
     rows = x.reshape(-1, x.shape[-1]).float()
     if rows.shape[0] <= _BLOCK_ROWS:
-        return _int8_rows(rows, packed).view(*x.shape[:-1], out_features)
+        packed = module._kernel(rows.shape[0])
+        return None if packed is None else _int8_rows(rows, packed).view(*x.shape[:-1], out_features)
     y = torch.empty(rows.shape[0], out_features)
     for i in range(0, rows.shape[0], _BLOCK_ROWS):
-        y[i : i + _BLOCK_ROWS] = _int8_rows(rows[i : i + _BLOCK_ROWS], packed)
+        block = rows[i : i + _BLOCK_ROWS]
+        packed = module._kernel(block.shape[0])
+        if packed is None:
+            return None
+        y[i : i + _BLOCK_ROWS] = _int8_rows(block, packed)
     return y.view(*x.shape[:-1], out_features)
 
 
@@ -82,7 +108,10 @@ def _int8_rows(rows: Tensor, packed) -> Tensor:
 
 _PENDING = object()  # the integer kernel is wanted; the weight is packed on the first call
 _PACK_LOCK = threading.Lock()  # a weight is packed once, by whichever thread gets to it first
-_BLOCK_ROWS = 256  # bounds the scaled copy of a long input (an encoder window is 1500 rows)
+_BLOCK_ROWS = 1536  # bounds the scaled copy of a long input (an encoder window is 1500 rows)
+# From this many rows oneDNN's AMX kernel beats fbgemm's (1.1-4x on Whisper base's shapes; at
+# 5-40 rows, a decoding step, fbgemm's is up to 2x faster).
+WIDE_ROWS = 64
 
 
 class _Quantized(nn.Module):
@@ -96,22 +125,36 @@ class _Quantized(nn.Module):
             return dequantize_int8(self.weight, self.weight_scale, dtype)
         return dequantize_int4(self.weight, self.weight_scale, self.group_size, dtype)[:, : self.in_features]
 
-    def _kernel(self):
-        """The packed weight, built on the first call or ahead by ``pack_ahead`` (so loading maps
-        the file and no more), or None."""
+    def _kernel(self, rows: int = 1):
+        """The packed weight for an input of ``rows`` rows (oneDNN's for many rows where it has
+        AMX and the module takes long inputs, else the default engine's), or None. A weight is
+        packed on the first call that needs it or ahead by ``pack_ahead``, so loading maps the
+        file and no more."""
+        if self._wide is not None and rows >= WIDE_ROWS:
+            if self._wide is _PENDING:
+                with _PACK_LOCK:
+                    if self._wide is _PENDING:  # not packed by the other thread meanwhile
+                        self._wide = _prepack(*self._int8_weight(), engine="onednn")
+            if self._wide is not None:
+                return self._wide
         if self._packed is _PENDING:
             with _PACK_LOCK:
-                if self._packed is not _PENDING:  # packed by the other thread meanwhile
-                    return self._packed
-                if self.scheme == "int8":
-                    self._packed = _prepack(self.weight, self.weight_scale.float())
-                else:  # requantized per channel: the kernel has one scale per output channel
-                    self._packed = _prepack(*int4_to_int8(self.weight, self.weight_scale, self.group_size))
+                if self._packed is _PENDING:
+                    self._packed = _prepack(*self._int8_weight())
         return self._packed
 
-    def prepare(self) -> None:
-        """Use the integer kernel when the weight is on the CPU, dequantise on the fly elsewhere."""
-        self._packed = _PENDING if self.weight.device.type == "cpu" else None
+    def _int8_weight(self) -> tuple[Tensor, Tensor]:
+        """int8 [out, in] and a scale per output channel (int4 is requantized so)."""
+        if self.scheme == "int8":
+            return self.weight, self.weight_scale.float()
+        return int4_to_int8(self.weight, self.weight_scale, self.group_size)
+
+    def prepare(self, long_inputs: bool = False) -> None:
+        """Use the integer kernel when the weight is on the CPU, dequantise on the fly elsewhere.
+        ``long_inputs``: the module sees hundreds of rows a call (an encoder's frames)."""
+        on_cpu = self.weight.device.type == "cpu"
+        self._packed = _PENDING if on_cpu else None
+        self._wide = _PENDING if on_cpu and long_inputs and _has_amx_int8() else None
 
     def extra_repr(self) -> str:
         group = f", group_size={self.group_size}" if self.scheme == "int4" else ""
@@ -138,12 +181,11 @@ class QuantLinear(_Quantized):
         self.register_buffer("weight", torch.empty(shape, dtype=dtype))
         self.register_buffer("weight_scale", torch.empty(scale_shape, dtype=torch.float32))
         self.bias = nn.Parameter(torch.empty(out_features), requires_grad=False) if bias else None
-        self._packed = None
+        self._packed = self._wide = None
 
     def forward(self, x: Tensor) -> Tensor:
-        packed = self._kernel()
-        if packed is not None:
-            y = _int8_linear(x, packed, self.out_features)
+        y = None if self._packed is None else _int8_linear(x, self, self.out_features)
+        if y is not None:
             return (y if self.bias is None else y.add_(self.bias)).to(x.dtype)
         return F.linear(x, self._float_weight(x.dtype), None if self.bias is None else self.bias.to(x.dtype))
 
@@ -162,11 +204,11 @@ class QuantEmbedding(_Quantized):
         self.register_buffer("weight", torch.empty(num_embeddings, embedding_dim, dtype=torch.int8))
         self.register_buffer("weight_scale", torch.empty(num_embeddings, dtype=torch.float32))
         self.dtype = torch.float32
-        self._packed = None
+        self._packed = self._wide = None
 
-    def prepare(self, dtype: torch.dtype = torch.float32) -> None:
+    def prepare(self, dtype: torch.dtype = torch.float32, long_inputs: bool = False) -> None:
         """``dtype``: what ``forward`` returns (the model's float dtype)."""
-        super().prepare()
+        super().prepare(long_inputs)
         self.dtype = dtype
 
     def forward(self, tokens: Tensor) -> Tensor:
@@ -176,9 +218,9 @@ class QuantEmbedding(_Quantized):
 
     def attend(self, x: Tensor) -> Tensor:
         """x [..., C] -> x W^T [..., V] in x's dtype."""
-        packed = self._kernel()
-        if packed is not None:
-            return _int8_linear(x, packed, self.num_embeddings).to(x.dtype)
+        y = None if self._packed is None else _int8_linear(x, self, self.num_embeddings)
+        if y is not None:
+            return y.to(x.dtype)
         return x @ self._float_weight(x.dtype).T
 
 
@@ -190,12 +232,12 @@ def pack_ahead(model: nn.Module) -> None:
     goes on reading audio and running the first layers; a layer the caller reaches first it packs
     itself. Packing is a start-up cost of every process (Whisper base: 0.36 s, 0.26 s of it the
     token table, which the first decoding step needs), and the start-up runs mostly on one core."""
-    pending = [m for m in model.modules() if isinstance(m, _Quantized) and m._packed is _PENDING]
+    pending = [m for m in model.modules() if isinstance(m, _Quantized) and _PENDING in (m._packed, m._wide)]
     if not pending:
         return
 
     def pack() -> None:
-        for module in pending:
-            module._kernel()
+        for module in pending:  # the kernel its first call will want: oneDNN's for long inputs
+            module._kernel(WIDE_ROWS if module._wide is _PENDING else 1)
 
     threading.Thread(target=pack, name="oasr-int8-pack", daemon=True).start()

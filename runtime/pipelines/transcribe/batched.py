@@ -75,7 +75,9 @@ class BatchedLongForm(_LongForm):
             batch = windows[first : first + o.batch_size]
             fit_threads()  # the cores other processes left free since the last batch
             mels = torch.stack([self._window_mel(tensor[a:b]) for a, b in batch]).to(self.dtype)
-            features = self.model.embed_audio(mels)
+            # One window at a time: a window's GEMMs are already large, and a batch's activations
+            # (100 MB for 8 windows of base) would be fresh pages, faulted in at every layer.
+            features = torch.cat([self.model.embed_audio(mel[None]) for mel in mels])
             if language is None:
                 language, probability = self._detect_language(features)
             tokens, sot_index = self.decoder.initial_tokens(language, o.task, prompt)
