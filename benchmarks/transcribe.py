@@ -73,7 +73,9 @@ TEMPERATURES = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
 OASR_DTYPES = {"oasr": "float32", "oasr-int8": "float32", "oasr-bf16": "bfloat16", "oasr-auto": "auto"}
 FW_SCRIPT = """
 import sys
+import ctranslate2
 from faster_whisper import WhisperModel
+ctranslate2.set_random_seed(0)  # the fallback's samples, as oasr's (torch's fixed default seed)
 ct2, compute_type, threads, beam, audio = sys.argv[1:6]
 model = WhisperModel(ct2, device="cpu", compute_type=compute_type, cpu_threads=int(threads))
 segments, _ = model.transcribe(audio, beam_size=int(beam))

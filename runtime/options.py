@@ -99,6 +99,7 @@ class WhisperDecoding:
     prepend_punctuations: str = "\"'“¿([{-"  # word timestamps: attached to the following word
     append_punctuations: str = "\"'.。,，!！?？:：”)]}、"  # word timestamps: attached to the preceding word
     hallucination_silence_threshold: float | None = None  # seconds of silence around a suspect segment to skip it
+    seed: int = 0  # of the samples drawn above temperature 0: the same seed, audio and model give the same text
 
     def __post_init__(self):
         validate_whisper_decoding(self)
@@ -110,6 +111,7 @@ def validate_whisper_decoding(o: WhisperDecoding) -> None:
 
     check_range(o.beam_size, "--beam-size", 1, MAX_BEAMS, integer=True)
     check_range(o.best_of, "--best-of", 1, MAX_BEST_OF, integer=True)
+    check_range(o.seed, "--seed", 0, 2**63 - 1, integer=True)
     check_range(o.patience, "--patience", 0, MAX_PATIENCE, lo_open=True)
     if not isinstance(o.temperatures, (tuple, list)) or not o.temperatures:
         bad("temperatures must be a non-empty list of values >= 0")

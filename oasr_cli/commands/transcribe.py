@@ -118,6 +118,7 @@ def transcribe(
         Optional[int],
         typer.Option("--max-symbols-per-step", metavar="N", help=f"Transducers: at most N labels on one frame before it moves on (1..{MAX_SYMBOLS_PER_STEP}); default: the model's.", rich_help_panel=DECODING),
     ] = None,
+    seed: Annotated[int, typer.Option("--seed", metavar="N", help="Seed of the samples drawn above temperature 0: the same seed gives the same text.", rich_help_panel=DECODING)] = DECODING_DEFAULTS.seed,
     best_of: Annotated[int, typer.Option("--best-of", help=f"Candidates sampled at each temperature above 0 (1..{MAX_BEST_OF}).", rich_help_panel=DECODING)] = DECODING_DEFAULTS.best_of,
     patience: Annotated[float, typer.Option("--patience", help=f"Beam search stops after beam-size x patience finished candidates (above 0, at most {MAX_PATIENCE:g}).", rich_help_panel=DECODING)] = DECODING_DEFAULTS.patience,
     length_penalty: number_or_none("--length-penalty", metavar="ALPHA", help="Rank candidates with Google's length penalty alpha (0..1); unset: sum logprob / length.", panel=DECODING) = DECODING_DEFAULTS.length_penalty,

@@ -143,6 +143,7 @@ class _LongForm:
             suppress_blank=decoding.suppress_blank,
             without_timestamps=decoding.without_timestamps,
             max_initial_timestamp=decoding.max_initial_timestamp,
+            generator=torch.Generator(self.device).manual_seed(decoding.seed),
         )
 
     def _seconds(self, frames: int) -> float:
