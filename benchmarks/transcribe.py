@@ -34,9 +34,9 @@ WER (tests/wer.py's normalisation) is printed where there is a reference.
 The options are the same for all: beam size (default 5), best_of 5, temperatures 0-1 by 0.2,
 compression-ratio 2.4 / logprob -1 / no-speech 0.6 thresholds, conditioning on previous text,
 language detection on base (English for tiny.en), no word timestamps, no VAD. Sampling (the
-fallback above temperature 0) is seeded the same way before every in-process run (torch /
-CTranslate2 seed 0); engines draw different samples, so a file that falls back can cost engines
-different numbers of tokens.
+fallback above temperature 0) is seeded in every run, in process and whole process: oasr's own
+decoding seed (``--seed``, 0), CTranslate2's seed 0, torch's 0 for openai-whisper; engines still
+draw different samples, so a file that falls back can cost engines different numbers of tokens.
 
 Engines are interleaved over ``--runs`` rounds so a busy machine hurts them alike; medians are
 reported with the ratios oasr / peer (``ratio`` against fw-fp32 in process and fwcli-fp32 whole
@@ -75,7 +75,7 @@ FW_SCRIPT = """
 import sys
 import ctranslate2
 from faster_whisper import WhisperModel
-ctranslate2.set_random_seed(0)  # the fallback's samples, as oasr's (torch's fixed default seed)
+ctranslate2.set_random_seed(0)  # the fallback's samples: seeded, as oasr's are
 ct2, compute_type, threads, beam, audio = sys.argv[1:6]
 model = WhisperModel(ct2, device="cpu", compute_type=compute_type, cpu_threads=int(threads))
 segments, _ = model.transcribe(audio, beam_size=int(beam))

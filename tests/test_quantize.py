@@ -376,8 +376,9 @@ def test_every_architecture_is_validated_or_refused_with_a_reason():
 
 
 def test_an_encoder_takes_onednns_amx_kernel_where_the_cpu_has_it(tiny_int8):
-    """Whisper's encoder layers (1500 rows a window) run oneDNN's int8 kernel on an AMX CPU, the
-    decoder's (a few rows a step) fbgemm's; both multiply the same int8 weights."""
+    """Whisper's encoder layers (1500 rows a window) and token table run oneDNN's int8 kernel on
+    an AMX CPU, the decoder's layers (a few rows a step) fbgemm's; both multiply the same int8
+    weights."""
     from oasr.loading import clear_cache
     from oasr.quant import modules
 
@@ -387,7 +388,7 @@ def test_an_encoder_takes_onednns_amx_kernel_where_the_cpu_has_it(tiny_int8):
     model = oasr.load_pretrained(tiny_int8, device="cpu", dtype="float32").model
     clear_cache()  # the layers are changed below
     named = [(n, m) for n, m in model.named_modules() if isinstance(m, (QuantLinear, QuantEmbedding))]
-    assert all((m._wide is not None) == n.startswith("encoder.") for n, m in named)
+    assert all((m._wide is not None) == n.startswith(("encoder.", "decoder.token_embedding")) for n, m in named)
     mel = torch.randn(8, 80, 2 * DIMS["n_audio_ctx"])  # 8 windows of 16 frames: 128 rows a call
     with torch.inference_mode():
         wide = model.encoder(mel)

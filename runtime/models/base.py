@@ -45,9 +45,10 @@ class OasrModel(nn.Module):
     quant_refusal: ClassVar[str | None] = "no weight-only quantization rules have been validated for it"
     # fnmatch patterns of weight names that stay in floating point when the architecture is quantized.
     quant_keep: ClassVar[tuple[str, ...]] = ()
-    # Name prefixes of the quantized modules that see hundreds of rows a call (an encoder's
-    # frames): they take oneDNN's AMX int8 kernel where the CPU has it (oasr.quant.modules).
-    quant_long_inputs: ClassVar[tuple[str, ...]] = ()
+    # (name prefix, rows): the quantized modules under the prefix take oneDNN's AMX int8 kernel
+    # for inputs of at least that many rows where the CPU has AMX (oasr.quant.modules), fbgemm's
+    # below; modules under no prefix keep fbgemm's.
+    quant_amx_rows: ClassVar[tuple[tuple[str, int], ...]] = ()
     # dtype auto on a CPU runs an int8 variant of the bundle (oasr.precision): only where it was
     # measured faster with the accuracy held.
     auto_int8_on_cpu: ClassVar[bool] = False

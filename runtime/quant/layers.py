@@ -105,11 +105,11 @@ def check_dtypes(model: nn.Module, tensors: Mapping[str, torch.Tensor]) -> None:
 def prepare_quantized(model: nn.Module, dtype: torch.dtype) -> None:
     """Pick each quantized module's kernel once its tensors sit on their device; the CPU's packed
     weights are made on a helper thread from now on."""
-    long_inputs = tuple(getattr(model, "quant_long_inputs", ()))
+    amx_rows = tuple(getattr(model, "quant_amx_rows", ()))
     for name, module in model.named_modules():
-        long = bool(long_inputs) and name.startswith(long_inputs)
+        wide_rows = next((rows for prefix, rows in amx_rows if name.startswith(prefix)), 0)
         if isinstance(module, QuantEmbedding):
-            module.prepare(dtype, long)
+            module.prepare(dtype, wide_rows)
         elif isinstance(module, QuantLinear):
-            module.prepare(long)
+            module.prepare(wide_rows)
     pack_ahead(model)

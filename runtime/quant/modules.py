@@ -4,8 +4,8 @@ On the CPU the weight goes once, on the layer's first call (loading only maps th
 a prepacked int8 matrix (``torch.ops.quantized.linear_prepack``); each call quantizes the
 activations dynamically to uint8 and multiplies in integers (``linear_dynamic``). The engine is
 torch's default (fbgemm on x86), and for modules that see long inputs (a model's
-``quant_long_inputs``: Whisper's encoder) on a CPU with AMX, oneDNN's, whose AMX kernel is 1.6-4x
-faster from a few dozen rows up (each such module packs the one its calls use). int4 weights are unpacked and requantized per output channel to int8 for
+``quant_amx_rows``: Whisper's encoder and token table) on a CPU with AMX, oneDNN's, whose AMX
+kernel is 1.6-4x faster from a few dozen rows up (each module packs the ones its calls use). int4 weights are unpacked and requantized per output channel to int8 for
 that kernel (torch's own int4 CPU kernel, ``_weight_int4pack_mm_for_cpu``, measured 30-80x
 slower than an fp32 GEMM on Whisper base's shapes). Without such a kernel (CUDA, or a CPU build
 without it) each call dequantises the weight into the activation dtype and runs a float GEMM.
@@ -110,7 +110,7 @@ _PENDING = object()  # the integer kernel is wanted; the weight is packed on the
 _PACK_LOCK = threading.Lock()  # a weight is packed once, by whichever thread gets to it first
 _BLOCK_ROWS = 1536  # bounds the scaled copy of a long input (an encoder window is 1500 rows)
 # From this many rows oneDNN's AMX kernel beats fbgemm's (1.1-4x on Whisper base's shapes; at
-# 5-40 rows, a decoding step, fbgemm's is up to 2x faster).
+# 5-40 rows, a decoding step, fbgemm's is up to 2x faster), except for very wide outputs.
 WIDE_ROWS = 64
 
 
@@ -126,11 +126,10 @@ class _Quantized(nn.Module):
         return dequantize_int4(self.weight, self.weight_scale, self.group_size, dtype)[:, : self.in_features]
 
     def _kernel(self, rows: int = 1):
-        """The packed weight for an input of ``rows`` rows (oneDNN's for many rows where it has
-        AMX and the module takes long inputs, else the default engine's), or None. A weight is
-        packed on the first call that needs it or ahead by ``pack_ahead``, so loading maps the
-        file and no more."""
-        if self._wide is not None and rows >= WIDE_ROWS:
+        """The packed weight for an input of ``rows`` rows (oneDNN's from ``_wide_rows`` rows up
+        where the CPU has AMX, else the default engine's), or None. A weight is packed on the
+        first call that needs it or ahead by ``pack_ahead``, so loading maps the file and no more."""
+        if self._wide is not None and rows >= self._wide_rows:
             if self._wide is _PENDING:
                 with _PACK_LOCK:
                     if self._wide is _PENDING:  # not packed by the other thread meanwhile
@@ -149,12 +148,13 @@ class _Quantized(nn.Module):
             return self.weight, self.weight_scale.float()
         return int4_to_int8(self.weight, self.weight_scale, self.group_size)
 
-    def prepare(self, long_inputs: bool = False) -> None:
+    def prepare(self, wide_rows: int = 0) -> None:
         """Use the integer kernel when the weight is on the CPU, dequantise on the fly elsewhere.
-        ``long_inputs``: the module sees hundreds of rows a call (an encoder's frames)."""
+        ``wide_rows``: inputs of this many rows or more take oneDNN's AMX kernel (0: none do)."""
         on_cpu = self.weight.device.type == "cpu"
         self._packed = _PENDING if on_cpu else None
-        self._wide = _PENDING if on_cpu and long_inputs and _has_amx_int8() else None
+        self._wide = _PENDING if on_cpu and wide_rows > 0 and _has_amx_int8() else None
+        self._wide_rows = wide_rows
 
     def extra_repr(self) -> str:
         group = f", group_size={self.group_size}" if self.scheme == "int4" else ""
@@ -206,9 +206,9 @@ class QuantEmbedding(_Quantized):
         self.dtype = torch.float32
         self._packed = self._wide = None
 
-    def prepare(self, dtype: torch.dtype = torch.float32, long_inputs: bool = False) -> None:
+    def prepare(self, dtype: torch.dtype = torch.float32, wide_rows: int = 0) -> None:
         """``dtype``: what ``forward`` returns (the model's float dtype)."""
-        super().prepare(long_inputs)
+        super().prepare(wide_rows)
         self.dtype = dtype
 
     def forward(self, tokens: Tensor) -> Tensor:
@@ -238,6 +238,6 @@ def pack_ahead(model: nn.Module) -> None:
 
     def pack() -> None:
         for module in pending:  # the kernel its first call will want: oneDNN's for long inputs
-            module._kernel(WIDE_ROWS if module._wide is _PENDING else 1)
+            module._kernel(module._wide_rows if module._wide is _PENDING else 1)
 
     threading.Thread(target=pack, name="oasr-int8-pack", daemon=True).start()
