@@ -121,7 +121,7 @@ QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Only errors on st
 VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Log decisions on stderr.")]
 ThreadsOpt = Annotated[
     Optional[int],
-    typer.Option("--threads", min=1, metavar="N", help="CPU threads for the models (default: the cores this process may use).", show_default=False),
+    typer.Option("--threads", min=1, metavar="N", help="At most N CPU threads for the models (default: the cores this process may use); fewer while other processes keep cores busy.", show_default=False),
 ]
 OutputOpt = Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to FILE instead of stdout ('-' is stdout).", metavar="FILE")]
 FailFastOpt = Annotated[bool, typer.Option("--fail-fast", help="Stop at the first failed input instead of going on.")]

@@ -12,10 +12,11 @@ step's speed (Whisper base int8, one beam-5 step, 2 threads of an idle 2-core CP
 
 So every oasr command sets the short spin before torch loads (``OMP_WAIT_POLICY`` or
 ``GOMP_SPINCOUNT`` set by the user win). A short spin still loses when a core is taken: the step
-above took 46 ms with one of the 2 cores kept busy, against 22 ms on one thread. So with the default
-thread count (``--threads`` not given) the count follows the load: ``fit_threads`` gives the
-cores less those other processes kept busy since it last looked (``/proc/stat`` less this
-process's own CPU time), and long jobs call it between windows.
+above took 46 ms with one of the 2 cores kept busy, against 22 ms on one thread. So the thread
+count follows the load: ``--threads N`` (default: the cores) is the most it uses, and
+``fit_threads`` gives the cores less those other processes kept busy since it last looked
+(``/proc/stat`` less this process's own CPU time) when that is fewer; long jobs call it between
+windows.
 """
 
 from __future__ import annotations
@@ -82,13 +83,14 @@ def _cgroup_cpu_quota(path: str = CGROUP_CPU_MAX) -> int | None:
 
 
 def set_threads(threads: int | None = None) -> int:
-    """Use ``threads`` CPU threads for torch's kernels; returns the count in use.
+    """Use at most ``threads`` CPU threads for torch's kernels (None: ``available_cores()``);
+    returns the count in use.
 
-    None: ``available_cores()`` less the cores other processes kept busy since ``apply_wait_policy``
-    (or the last look), and ``fit_threads`` keeps following the load; a number is kept as it is,
-    and so is the user's own OMP_NUM_THREADS when None is given. Before torch is imported this
-    only sets OMP_NUM_THREADS (torch reads it when it starts), so a command pays for the torch
-    import only once it needs a model.
+    The count is that, or fewer: the cores other processes kept busy since ``apply_wait_policy``
+    (or the last look) are left to them, and ``fit_threads`` keeps following the load. The user's
+    own OMP_NUM_THREADS, with None given, is kept as it is. Before torch is imported this only
+    sets OMP_NUM_THREADS (torch reads it when it starts), so a command pays for the torch import
+    only once it needs a model.
     """
     global _cores
     if threads is not None and int(threads) < 1:
@@ -96,12 +98,9 @@ def set_threads(threads: int | None = None) -> int:
     if threads is None and _USER_OMP_THREADS:
         _cores = None
         count = _user_count()
-    elif threads is None:
-        _cores = available_cores()
-        count = _fitted(_cores, _cores)
-        _use(count)
     else:
-        _cores, count = None, int(threads)
+        _cores = available_cores() if threads is None else int(threads)
+        count = _fitted(_cores, _cores)
         _use(count)
     log.info("%d CPU thread(s) for the models", count)
     return count
@@ -115,13 +114,13 @@ def _user_count() -> int:
 
 
 def fit_threads() -> int | None:
-    """Between pieces of work (a Whisper window): with the default thread count, refit it to the
-    cores other processes leave free; returns the count (None: a fixed count, left alone)."""
+    """Between pieces of work (a Whisper window): refit the thread count to the cores other
+    processes leave free; returns the count (None: the user's OMP_NUM_THREADS, left alone)."""
     if _cores is None:
         return None
     count = _fitted(_cores, _in_use or _cores)
     if count != _in_use:
-        log.info("other processes keep %d of %d core(s) busy: %d CPU thread(s) now", _cores - count, _cores, count)
+        log.info("other processes keep %d core(s) busy: %d CPU thread(s) now", available_cores() - count, count)
         _use(count)
     return count
 
@@ -135,7 +134,7 @@ class _Look:
 
 _USER_OMP_THREADS = "OMP_NUM_THREADS" in os.environ  # the user's, not one this module set
 _last: _Look | None = None  # the last look at the load
-_cores: int | None = None  # the cores to fit the count in; None: a fixed count
+_cores: int | None = None  # the most threads the count may reach; None: the user's OMP_NUM_THREADS
 _in_use: int | None = None
 
 
@@ -151,9 +150,10 @@ def _use(count: int) -> None:
         torch.set_num_threads(count)
 
 
-def _fitted(cores: int, unmeasured: int) -> int:
-    """``cores`` less the cores other processes kept busy since the last look (at least 1);
-    ``unmeasured`` when too little time has passed to tell."""
+def _fitted(most: int, unmeasured: int) -> int:
+    """``most`` threads, or the process's cores less those other processes kept busy since the
+    last look when that is fewer (at least 1); ``unmeasured`` when too little time has passed to
+    tell."""
     global _last
     now = _look()
     if now is None or _last is None or now.wall - _last.wall < MIN_INTERVAL:
@@ -161,7 +161,7 @@ def _fitted(cores: int, unmeasured: int) -> int:
         return unmeasured
     others = max(0.0, (now.busy - _last.busy) - (now.own - _last.own)) / (now.wall - _last.wall)
     _last = now
-    return max(1, min(cores, cores - int(others + 0.5)))
+    return max(1, min(most, available_cores() - int(others + 0.5)))
 
 
 def _watched_cpus() -> set[int] | None:

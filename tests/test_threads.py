@@ -144,12 +144,15 @@ def test_the_default_count_follows_the_cores_others_leave_free(fake_load):
     assert threads.fit_threads() == 2
 
 
-def test_a_count_given_is_kept_whatever_the_load(fake_load):
+def test_a_count_given_is_the_most_used(fake_load):
     threads.apply_wait_policy()
-    fake_load(1.0, own=1.0, busy={0: 1.0, 1: 1.0})
+    fake_load(1.0, own=1.0, busy={0: 1.0, 1: 0.0})
+    assert threads.set_threads(1) == 1  # fewer than the cores: kept while they are free
+    fake_load(10.0, own=10.0, busy={0: 10.0, 1: 0.0})
+    assert threads.fit_threads() == 1 and torch.get_num_threads() == 1
     assert threads.set_threads(2) == 2
-    fake_load(10.0, own=10.0, busy={0: 10.0, 1: 10.0})
-    assert threads.fit_threads() is None and torch.get_num_threads() == 2
+    fake_load(10.0, own=10.0, busy={0: 10.0, 1: 10.0})  # another process holds a core
+    assert threads.fit_threads() == 1 and torch.get_num_threads() == 1
 
 
 def test_the_load_is_read_from_proc_stat():
