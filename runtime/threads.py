@@ -92,15 +92,15 @@ def set_threads(threads: int | None = None) -> int:
     sets OMP_NUM_THREADS (torch reads it when it starts), so a command pays for the torch import
     only once it needs a model.
     """
-    global _cores
+    global _most
     if threads is not None and int(threads) < 1:
         raise ValueError(f"threads must be at least 1, not {threads}")
     if threads is None and _USER_OMP_THREADS:
-        _cores = None
+        _most = None
         count = _user_count()
     else:
-        _cores = available_cores() if threads is None else int(threads)
-        count = _fitted(_cores, _cores)
+        _most = available_cores() if threads is None else int(threads)
+        count = _fitted(_most, _most)
         _use(count)
     log.info("%d CPU thread(s) for the models", count)
     return count
@@ -116,11 +116,11 @@ def _user_count() -> int:
 def fit_threads() -> int | None:
     """Between pieces of work (a Whisper window): refit the thread count to the cores other
     processes leave free; returns the count (None: the user's OMP_NUM_THREADS, left alone)."""
-    if _cores is None:
+    if _most is None:
         return None
-    count = _fitted(_cores, _in_use or _cores)
+    count = _fitted(_most, _in_use or _most)
     if count != _in_use:
-        log.info("other processes keep %d core(s) busy: %d CPU thread(s) now", available_cores() - count, count)
+        log.info("the load on the cores changed: %d CPU thread(s) now", count)
         _use(count)
     return count
 
@@ -134,7 +134,7 @@ class _Look:
 
 _USER_OMP_THREADS = "OMP_NUM_THREADS" in os.environ  # the user's, not one this module set
 _last: _Look | None = None  # the last look at the load
-_cores: int | None = None  # the most threads the count may reach; None: the user's OMP_NUM_THREADS
+_most: int | None = None  # the most threads the count may reach; None: the user's OMP_NUM_THREADS
 _in_use: int | None = None
 
 

@@ -110,7 +110,7 @@ def fake_load(monkeypatch, tmp_path, restore_threads):
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
     monkeypatch.setattr(threads, "_cgroup_cpu_quota", lambda path=None: None)
     monkeypatch.setattr(threads, "_USER_OMP_THREADS", False)
-    monkeypatch.setattr(threads, "_cores", None)
+    monkeypatch.setattr(threads, "_most", None)
     monkeypatch.setattr(threads.time, "monotonic", lambda: state["wall"])
     monkeypatch.setattr(threads.time, "process_time", lambda: state["own"])
 

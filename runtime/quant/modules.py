@@ -43,6 +43,7 @@ def cpu_flags() -> frozenset[str]:
     return frozenset()
 
 
+@functools.cache  # asked on every integer product
 def _reduce_range() -> bool:
     """7-bit activations unless the CPU has VNNI: without it the u8 x s8 pair sums saturate int16."""
     return not {"avx512_vnni", "avx_vnni"} & cpu_flags()
@@ -230,8 +231,9 @@ __all__ = ["QuantEmbedding", "QuantLinear"]
 def pack_ahead(model: nn.Module) -> None:
     """Pack the integer weights of ``model`` on a helper thread, in module order, while the caller
     goes on reading audio and running the first layers; a layer the caller reaches first it packs
-    itself. Packing is a start-up cost of every process (Whisper base: 0.36 s, 0.26 s of it the
-    token table, which the first decoding step needs), and the start-up runs mostly on one core."""
+    itself. Packing is a start-up cost of every process (Whisper base with fbgemm alone: 0.36 s,
+    0.26 s of it the token table, which the first decoding step needs), and the start-up runs
+    mostly on one core."""
     pending = [m for m in model.modules() if isinstance(m, _Quantized) and _PENDING in (m._packed, m._wide)]
     if not pending:
         return
