@@ -108,24 +108,36 @@ def _attention_dtypes(model) -> set:
     }
 
 
-def test_auto_runs_the_audio_attentions_in_bf16_where_the_cpu_has_amx(shared_copy, jfk_wav):
-    """On an AMX-BF16 CPU the int8 variant's encoder and cross-attention run in bf16; the
-    decoder's self-attention and every explicit dtype stay float32. bf16 attention moves the
-    model far less than int8 does (the fp32 model's logits with and without it)."""
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [({"amx_bf16"}, "bf16"), ({"avx512_bf16"}, "bf16"), ({"avx512_vnni", "avx2"}, None)],
+    ids=["amx", "avx512-bf16", "no-native-bf16"],
+)
+def test_auto_runs_the_audio_attentions_in_bf16_where_the_cpu_multiplies_bf16(shared_copy, monkeypatch, flags, expected):
+    """Where the CPU multiplies bf16 in hardware (AMX or AVX-512 BF16) the int8 variant's encoder
+    and cross-attention run in bf16; elsewhere they stay float32, as do the decoder's
+    self-attention and every explicit dtype."""
+    import torch
+
+    from oasr.quant import modules
+
+    monkeypatch.setattr(modules, "cpu_flags", lambda: frozenset(flags))
+    auto = oasr.load_pretrained(shared_copy, device="cpu", dtype="auto", cache=False).model
+    assert _attention_dtypes(auto) == {torch.bfloat16 if expected else None}
+    assert {block.attn.attention_dtype for block in auto.decoder.blocks} == {None}
+    fp32 = oasr.load_pretrained(shared_copy, device="cpu", dtype="float32", cache=False).model
+    assert _attention_dtypes(fp32) == {None}
+
+
+def test_bf16_attention_moves_the_model_far_less_than_int8(shared_copy, jfk_wav):
+    """The fp32 model's logits with and without bf16 audio attentions: changed, but barely."""
     import torch
 
     from oasr.features.logmel import log_mel_spectrogram
     from oasr.io.audio import load_audio
-    from oasr.quant.modules import cpu_flags
 
-    if "amx_bf16" not in cpu_flags():
-        pytest.skip("this CPU has no AMX-BF16: auto keeps every attention in float32")
-    auto = oasr.load_pretrained(shared_copy, device="cpu", dtype="auto", cache=False).model
-    assert _attention_dtypes(auto) == {torch.bfloat16}
-    assert {block.attn.attention_dtype for block in auto.decoder.blocks} == {None}
     loaded = oasr.load_pretrained(shared_copy, device="cpu", dtype="float32", cache=False)
     fp32 = loaded.model
-    assert _attention_dtypes(fp32) == {None}
     audio = torch.from_numpy(load_audio(jfk_wav, 16000))
     mel = log_mel_spectrogram(audio, loaded.feature_spec, padding=480000)[None, :, :3000]
     tokens = torch.tensor([[50257, 50362, 440, 1029, 286, 220, 1002]])  # <|startoftranscript|><|notimestamps|> ...
