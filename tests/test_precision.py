@@ -10,6 +10,7 @@ import shutil
 import pytest
 
 import oasr
+from oasr import precision
 from oasr.precision import variant_path
 from wer import wer
 
@@ -110,12 +111,13 @@ def _attention_dtypes(model) -> set:
 
 @pytest.mark.parametrize(
     ("flags", "expected"),
-    [({"amx_bf16"}, "bf16"), ({"avx512_bf16"}, "bf16"), ({"avx512_vnni", "avx2"}, None)],
+    [({"amx_bf16"}, "sdpa"), ({"avx512_bf16"}, "blocks"), ({"avx512_vnni", "avx2"}, None)],
     ids=["amx", "avx512-bf16", "no-native-bf16"],
 )
 def test_auto_runs_the_audio_attentions_in_bf16_where_the_cpu_multiplies_bf16(shared_copy, monkeypatch, flags, expected):
     """Where the CPU multiplies bf16 in hardware (AMX or AVX-512 BF16) the int8 variant's encoder
-    and cross-attention run in bf16; elsewhere they stay float32, as do the decoder's
+    and cross-attention run in bf16 (without AMX tiles the encoder's as explicit products in
+    blocks of query rows, not SDPA); elsewhere they stay float32, as do the decoder's
     self-attention and every explicit dtype."""
     import torch
 
@@ -125,8 +127,11 @@ def test_auto_runs_the_audio_attentions_in_bf16_where_the_cpu_multiplies_bf16(sh
     auto = oasr.load_pretrained(shared_copy, device="cpu", dtype="auto", cache=False).model
     assert _attention_dtypes(auto) == {torch.bfloat16 if expected else None}
     assert {block.attn.attention_dtype for block in auto.decoder.blocks} == {None}
+    rows = {block.attn.attention_rows for block in auto.encoder.blocks}
+    assert rows == ({precision.ATTENTION_ROWS} if expected == "blocks" else {None})
     fp32 = oasr.load_pretrained(shared_copy, device="cpu", dtype="float32", cache=False).model
     assert _attention_dtypes(fp32) == {None}
+    assert {block.attn.attention_rows for block in fp32.encoder.blocks} == {None}
 
 
 def test_bf16_attention_moves_the_model_far_less_than_int8(shared_copy, jfk_wav):

@@ -167,10 +167,24 @@ class WhisperKVCache:
             self.cross_kv = {i: (k.index_select(0, windows), v.index_select(0, windows)) for i, (k, v) in self.cross_kv.items()}
 
 
+def attention_in_blocks(q: Tensor, k: Tensor, v: Tensor, rows: int) -> Tensor:
+    """softmax(q k^T / sqrt(D)) v without a mask, as explicit products over ``rows`` query rows at
+    a time (each block's scores stay in cache): where the CPU has bf16 dot products but no AMX
+    tiles, SDPA's fused kernel runs bf16 no faster than fp32 while bf16 GEMMs run 4x faster."""
+    q = (q * q.shape[-1] ** -0.5).contiguous()
+    kt, v = k.transpose(-1, -2).contiguous(), v.contiguous()
+    out = torch.empty_like(q)
+    for i in range(0, q.shape[2], rows):
+        torch.matmul(torch.matmul(q[:, :, i : i + rows], kt).softmax(-1), v, out=out[:, :, i : i + rows])
+    return out
+
+
 class MultiHeadAttention(nn.Module):
     # SDPA in this dtype (None: the model's): keys and values are projected into it, queries cast
-    # to it, the result cast back. Set by ``Whisper.attend_in``.
+    # to it, the result cast back. Set by ``Whisper.attend_in``, as is ``attention_rows``: an
+    # unmasked attention over more queries than this runs as ``attention_in_blocks`` of them.
     attention_dtype: torch.dtype | None = None
+    attention_rows: int | None = None
 
     def __init__(self, n_state: int, n_head: int):
         super().__init__()
@@ -228,7 +242,10 @@ class MultiHeadAttention(nn.Module):
             q = q.view(w, g, h, tq, d).transpose(1, 2).reshape(w, h, g * tq, d)
             y = F.scaled_dot_product_attention(q, k, v).view(w, h, g, tq, d).transpose(1, 2).reshape(b, h, tq, d)
             return self.out(y.transpose(1, 2).flatten(2).to(x.dtype))
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal)
+        if self.attention_rows is not None and causal_offset is None and tq > self.attention_rows:
+            y = attention_in_blocks(q, k, v, self.attention_rows)
+        else:
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal)
         return self.out(y.transpose(1, 2).flatten(2).to(x.dtype))
 
 
@@ -368,12 +385,15 @@ class Whisper(OasrModel):
         c = self.config
         return {"encoder.positional_embedding": sinusoids(c.n_audio_ctx, c.n_audio_state)}
 
-    def attend_in(self, dtype: torch.dtype | None) -> None:
+    def attend_in(self, dtype: torch.dtype | None, rows: int | None = None) -> None:
         """Run the long attentions in ``dtype`` (None: the model's): the encoder's self-attention
         and the decoder's cross-attention over the audio, whose keys and values are then stored in
-        it. The decoder's self-attention, over a few hundred tokens, stays in the model's dtype."""
+        it. The decoder's self-attention, over a few hundred tokens, stays in the model's dtype.
+        ``rows``: the encoder's self-attention as explicit products over this many query rows at a
+        time (``attention_in_blocks``) instead of SDPA's fused kernel."""
         for block in self.encoder.blocks:
             block.attn.attention_dtype = dtype
+            block.attn.attention_rows = rows
         for block in self.decoder.blocks:
             block.cross_attn.attention_dtype = dtype
 
