@@ -116,8 +116,8 @@ def _attention_dtypes(model) -> set:
 )
 def test_auto_runs_the_audio_attentions_in_bf16_where_the_cpu_multiplies_bf16(shared_copy, monkeypatch, flags, expected):
     """Where the CPU multiplies bf16 in hardware (AMX or AVX-512 BF16) the int8 variant's encoder
-    and cross-attention run in bf16 (without AMX tiles the encoder's as explicit products in
-    blocks of query rows, not SDPA); elsewhere they stay float32, as do the decoder's
+    and cross-attention run in bf16 (without AMX tiles as explicit products in blocks of query
+    rows, not SDPA); elsewhere they stay float32, as do the decoder's
     self-attention and every explicit dtype."""
     import torch
 
@@ -128,6 +128,7 @@ def test_auto_runs_the_audio_attentions_in_bf16_where_the_cpu_multiplies_bf16(sh
     assert _attention_dtypes(auto) == {torch.bfloat16 if expected else None}
     assert {block.attn.attention_dtype for block in auto.decoder.blocks} == {None}
     rows = {block.attn.attention_rows for block in auto.encoder.blocks}
+    rows |= {block.cross_attn.attention_rows for block in auto.decoder.blocks}
     assert rows == ({precision.ATTENTION_ROWS} if expected == "blocks" else {None})
     fp32 = oasr.load_pretrained(shared_copy, device="cpu", dtype="float32", cache=False).model
     assert _attention_dtypes(fp32) == {None}

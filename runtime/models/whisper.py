@@ -172,7 +172,7 @@ def attention_in_blocks(q: Tensor, k: Tensor, v: Tensor, rows: int) -> Tensor:
     a time (each block's scores stay in cache): where the CPU has bf16 dot products but no AMX
     tiles, SDPA's fused kernel runs bf16 no faster than fp32 while bf16 GEMMs run 4x faster."""
     q = (q * q.shape[-1] ** -0.5).contiguous()
-    kt, v = k.transpose(-1, -2).contiguous(), v.contiguous()
+    kt = k.transpose(-1, -2)  # a view: the GEMM reads it transposed, a copy would cost more
     out = torch.empty_like(q)
     for i in range(0, q.shape[2], rows):
         torch.matmul(torch.matmul(q[:, :, i : i + rows], kt).softmax(-1), v, out=out[:, :, i : i + rows])
@@ -182,7 +182,7 @@ def attention_in_blocks(q: Tensor, k: Tensor, v: Tensor, rows: int) -> Tensor:
 class MultiHeadAttention(nn.Module):
     # SDPA in this dtype (None: the model's): keys and values are projected into it, queries cast
     # to it, the result cast back. Set by ``Whisper.attend_in``, as is ``attention_rows``: an
-    # unmasked attention over more queries than this runs as ``attention_in_blocks`` of them.
+    # unmasked attention then runs as ``attention_in_blocks`` of that many query rows.
     attention_dtype: torch.dtype | None = None
     attention_rows: int | None = None
 
@@ -240,13 +240,15 @@ class MultiHeadAttention(nn.Module):
             w = k.shape[0]
             g = b // w
             q = q.view(w, g, h, tq, d).transpose(1, 2).reshape(w, h, g * tq, d)
-            y = F.scaled_dot_product_attention(q, k, v).view(w, h, g, tq, d).transpose(1, 2).reshape(b, h, tq, d)
+            y = self._attend(q, k, v).view(w, h, g, tq, d).transpose(1, 2).reshape(b, h, tq, d)
             return self.out(y.transpose(1, 2).flatten(2).to(x.dtype))
-        if self.attention_rows is not None and causal_offset is None and tq > self.attention_rows:
-            y = attention_in_blocks(q, k, v, self.attention_rows)
-        else:
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal)
+        y = self._attend(q, k, v, mask, is_causal)
         return self.out(y.transpose(1, 2).flatten(2).to(x.dtype))
+
+    def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, is_causal: bool = False) -> Tensor:
+        if self.attention_rows is not None and mask is None and not is_causal:
+            return attention_in_blocks(q, k, v, self.attention_rows)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal)
 
 
 class ResidualAttentionBlock(nn.Module):
@@ -389,13 +391,14 @@ class Whisper(OasrModel):
         """Run the long attentions in ``dtype`` (None: the model's): the encoder's self-attention
         and the decoder's cross-attention over the audio, whose keys and values are then stored in
         it. The decoder's self-attention, over a few hundred tokens, stays in the model's dtype.
-        ``rows``: the encoder's self-attention as explicit products over this many query rows at a
-        time (``attention_in_blocks``) instead of SDPA's fused kernel."""
+        ``rows``: those attentions as explicit products over this many query rows at a time
+        (``attention_in_blocks``) instead of SDPA's fused kernel."""
         for block in self.encoder.blocks:
             block.attn.attention_dtype = dtype
             block.attn.attention_rows = rows
         for block in self.decoder.blocks:
             block.cross_attn.attention_dtype = dtype
+            block.cross_attn.attention_rows = rows
 
     def embed_audio(self, mel: Tensor) -> Tensor:
         return self.encoder(mel)
