@@ -262,6 +262,10 @@ def _load_bundle(path: Path, target: torch.device, dtype) -> LoadedModel:
     model = materialize_model(
         cfg.architecture, config, tensors, device=target, dtype=torch_dtype, quantization=quantization, skeleton=skeleton
     )
+    if target.type == "cpu" and quantization is None and torch_dtype == torch.float32:
+        from .precision import pack_for_cpu
+
+        pack_for_cpu(model)
     return LoadedModel(
         model=model,
         config=config,

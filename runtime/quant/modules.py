@@ -43,6 +43,19 @@ def cpu_flags() -> frozenset[str]:
     return frozenset()
 
 
+@functools.cache
+def cpu_vendor() -> str:
+    """The CPU's vendor (/proc/cpuinfo's vendor_id: GenuineIntel, AuthenticAMD, ...); "" where unreadable."""
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("vendor_id"):
+                    return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return ""
+
+
 @functools.cache  # asked on every integer product
 def _reduce_range() -> bool:
     """7-bit activations unless the CPU has VNNI: without it the u8 x s8 pair sums saturate int16."""

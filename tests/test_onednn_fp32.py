@@ -1,0 +1,50 @@
+"""fp32 on a CPU not made by Intel: Whisper's linear maps run through oneDNN's GEMM on weights
+packed once at load (``oasr.precision.pack_for_cpu``); the same model, the same outputs."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import oasr  # noqa: E402
+from oasr.models import whisper as W  # noqa: E402
+from oasr.quant import modules  # noqa: E402
+
+
+def _packed(model) -> list:
+    return [m.onednn for m in model.modules() if isinstance(m, (W.Linear, W.Embedding))]
+
+
+def _logits(model, n_mels: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(0)
+    mel = torch.randn(1, n_mels, 3000, generator=g)
+    tokens = torch.tensor([[50257, 50362, 440, 1029, 286, 220, 1002]])
+    with torch.inference_mode():
+        return model.logits(tokens, model.embed_audio(mel))
+
+
+def _load(bundle, monkeypatch, vendor: str, dtype: str = "float32"):
+    monkeypatch.setattr(modules, "cpu_vendor", lambda: vendor)
+    return oasr.load_pretrained(bundle, device="cpu", dtype=dtype, cache=False).model
+
+
+def test_fp32_off_intel_runs_the_linear_maps_through_onednn(tiny_en_bundle, monkeypatch):
+    amd = _load(tiny_en_bundle, monkeypatch, "AuthenticAMD")
+    intel = _load(tiny_en_bundle, monkeypatch, "GenuineIntel")
+    assert all(p is not None for p in _packed(amd)) and len(_packed(amd)) > 20
+    assert all(p is None for p in _packed(intel))
+    n_mels = amd.encoder.conv1.in_channels
+    reference = _logits(intel, n_mels)
+    torch.testing.assert_close(_logits(amd, n_mels), reference, atol=2e-4, rtol=1e-4)
+    # the packed weight is what runs: zero one layer's and the logits move
+    fc2 = amd.decoder.blocks[0].mlp[2]
+    fc2.onednn = W.onednn_pack(torch.zeros_like(fc2.weight))
+    assert not torch.allclose(_logits(amd, n_mels), reference, atol=1e-2)
+
+
+@pytest.mark.parametrize("dtype", ["auto", "bfloat16"])
+def test_other_precisions_keep_their_own_kernels(tiny_en_bundle, monkeypatch, dtype):
+    """auto's int8 variant and a bf16 model are not packed for the fp32 GEMM."""
+    model = _load(tiny_en_bundle, monkeypatch, "AuthenticAMD", dtype)
+    assert all(p is None for p in _packed(model))
