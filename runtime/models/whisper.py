@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .. import onednn
 from ..quant.modules import WIDE_ROWS
 from .base import BaseModelConfig, OasrModel
 
@@ -42,20 +43,6 @@ def sinusoids(length: int, channels: int, max_timescale: float = 10000.0) -> Ten
     return torch.cat([torch.sin(scaled_time), torch.cos(scaled_time)], dim=1)
 
 
-# The rows oneDNN's packed fp32 layout is chosen for: packings for 8 to 1500 ran alike at 1 to
-# 1500 rows on Whisper base's shapes (1 row was up to 2x slower).
-ONEDNN_ROWS = 64
-
-
-def onednn_pack(weight: Tensor) -> Tensor:
-    """An fp32 [out, in] weight reordered once for oneDNN's GEMM (``onednn_linear``)."""
-    return torch.ops.mkldnn._reorder_linear_weight(weight.detach(), ONEDNN_ROWS)
-
-
-def onednn_linear(x: Tensor, packed: Tensor, bias: Tensor | None) -> Tensor:
-    return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
-
-
 class Linear(nn.Linear):
     """For a few rows (a decoding step) computes (W x^T)^T: CPU BLAS then streams the weight once
     instead of packing it, about 1.6x faster when the weights come from memory, not cache.
@@ -65,7 +52,7 @@ class Linear(nn.Linear):
 
     def forward(self, x: Tensor) -> Tensor:
         if self.onednn is not None and x.dtype == torch.float32:
-            return onednn_linear(x, self.onednn, self.bias)
+            return onednn.linear(x, self.onednn, self.bias)
         rows = x.numel() // x.shape[-1]
         if rows > 8:
             return F.linear(x, self.weight, self.bias)
@@ -82,7 +69,7 @@ class Embedding(nn.Embedding):
     def attend(self, x: Tensor) -> Tensor:
         """x [B, T, C] -> [B, T, V] in x's dtype."""
         if self.onednn is not None and x.dtype == torch.float32:
-            return onednn_linear(x, self.onednn, None)
+            return onednn.linear(x, self.onednn, None)
         weight = self.weight.to(x.dtype)
         if x.shape[0] * x.shape[1] <= 8:  # decoding steps: W x^T streams W once (2x faster on CPU BLAS)
             return (weight @ x.flatten(0, 1).T).T.reshape(*x.shape[:2], -1)
@@ -428,7 +415,7 @@ class Whisper(OasrModel):
         oneDNN's GEMM, its weight packed once; the weights stay as they are for everything else."""
         for module in self.modules():
             if isinstance(module, (Linear, Embedding)) and module.weight.dtype == torch.float32 and module.weight.device.type == "cpu":
-                module.onednn = onednn_pack(module.weight)
+                module.onednn = onednn.pack(module.weight)
 
     def embed_audio(self, mel: Tensor) -> Tensor:
         return self.encoder(mel)
