@@ -37,18 +37,24 @@ class PackedLinear(nn.Linear):
         return F.linear(x, self.weight, self.bias)
 
 
+def _fp32_on_cpu(module: nn.Module) -> bool:
+    return module.weight.dtype == torch.float32 and module.weight.device.type == "cpu"
+
+
 def pack_linears(model: nn.Module) -> int:
     """Every plain ``nn.Linear`` of ``model`` with an fp32 CPU weight becomes a ``PackedLinear``
-    sharing its parameters; returns how many."""
-    plain = [
-        (name, module)
-        for name, module in model.named_modules()
-        if type(module) is nn.Linear and module.weight.dtype == torch.float32 and module.weight.device.type == "cpu"
-    ]
+    sharing its parameters, and every module that declares an ``onednn`` slot (a model's own
+    linear map that computes it its own way) gets its weight packed there; returns how many."""
+    count = 0
+    for module in model.modules():
+        if hasattr(module, "onednn") and _fp32_on_cpu(module):
+            module.onednn = pack(module.weight)
+            count += 1
+    plain = [(name, m) for name, m in model.named_modules() if type(m) is nn.Linear and _fp32_on_cpu(m)]
     for name, old in plain:
         parent_name, _, child = name.rpartition(".")
         new = PackedLinear(old.in_features, old.out_features, bias=old.bias is not None, device="meta")
         new.weight, new.bias = old.weight, old.bias
         new.packed = pack(old.weight)
         setattr(model.get_submodule(parent_name), child, new)
-    return len(plain)
+    return count + len(plain)

@@ -18,9 +18,9 @@ beam 5, 2 threads of an AVX-512 VNNI/BF16 CPU, in process; WER with tests/wer.py
   11.1 s against 13.9 s on the 5-minute concatenation (WER 15.3% / 16.0%); AVX-512 BF16 without
   AMX (AMD Zen 5): sample.wav 2.77 s against 3.03 s (medians of 5, the same 205 tokens), and
   the encoder's attention as explicit bf16 products (SDPA's fused kernel gains nothing from bf16
-  there) 0.167 s a window against 0.272. It moves
-  the model less than int8 does: on sample.wav's first window the encoder output keeps a cosine of
-  0.99994 with fp32 (int8: 0.9988) and the logits 0.999997.
+  there) 0.167 s a window against 0.272. It moves the model less than int8 does: on
+  sample.wav's first window the encoder output keeps a cosine of 0.99994 with fp32 (int8:
+  0.9988) and the logits 0.999997.
 - **fp32** otherwise. A bf16 model is never picked: on the same CPU it ran Whisper base at 0.98x,
   0.89x and 0.76x of fp32's speed on those three files, and its sample.wav WER was 75%
   (``--dtype bfloat16`` still runs it).
@@ -127,8 +127,8 @@ def native_bf16() -> bool:
     return bool({"amx_bf16", "avx512_bf16"} & cpu_flags())
 
 
-# Query rows per block of the encoder's attention where the CPU has AVX-512 BF16 but no AMX:
-# 1.6x faster than SDPA there (Whisper base's encoder 0.167 s a window against 0.272, AMD Zen 5);
+# Query rows per block of the audio attentions where the CPU has AVX-512 BF16 but no AMX: the
+# encoder 1.6x faster than SDPA there (Whisper base: 0.167 s a window against 0.272, AMD Zen 5);
 # 100 and 200 rows ran alike on random 1500-frame inputs.
 ATTENTION_ROWS = 100
 
@@ -136,7 +136,7 @@ ATTENTION_ROWS = 100
 def tune_for_cpu(model) -> None:
     """``auto`` on a CPU, once a quantized model is loaded: its long attentions (Whisper's encoder
     and cross-attention, ``attend_in``) in bf16 where the CPU multiplies bf16 natively; without
-    AMX tiles, whose fused SDPA kernel uses them, the encoder's as explicit bf16 products."""
+    AMX tiles, which SDPA's fused kernel uses, as explicit bf16 products."""
     if hasattr(model, "attend_in") and native_bf16():
         import torch
 
@@ -160,17 +160,14 @@ def onednn_fp32() -> bool:
 
 
 def pack_for_cpu(model) -> None:
-    """An fp32 model loaded on the CPU: its linear maps through oneDNN where ``onednn_fp32`` (the
-    model's own ``pack_for_onednn`` first, then every plain ``nn.Linear``). The packed copies cost
-    the fp32 weights' size again in memory (Whisper base: about 180 MB more RSS)."""
-    if not onednn_fp32():
-        return
-    from .onednn import pack_linears
+    """An fp32 model loaded on the CPU: its linear maps through oneDNN where ``onednn_fp32``
+    (``oasr.onednn.pack_linears``). The packed copies cost the fp32 weights' size again in memory
+    (Whisper base: about 180 MB more RSS)."""
+    if onednn_fp32():
+        from .onednn import pack_linears
 
-    if hasattr(model, "pack_for_onednn"):
-        model.pack_for_onednn()
-    pack_linears(model)
-    log.info("float32 on this CPU: linear layers through oneDNN (torch's BLAS is slower here)")
+        pack_linears(model)
+        log.info("float32 on this CPU: linear layers through oneDNN (torch's BLAS is slower here)")
 
 
 def make_variants(bundle: Path) -> Path | None:

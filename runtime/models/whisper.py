@@ -46,7 +46,7 @@ def sinusoids(length: int, channels: int, max_timescale: float = 10000.0) -> Ten
 class Linear(nn.Linear):
     """For a few rows (a decoding step) computes (W x^T)^T: CPU BLAS then streams the weight once
     instead of packing it, about 1.6x faster when the weights come from memory, not cache.
-    ``onednn``: the weight packed for oneDNN (``Whisper.pack_for_onednn``), used for fp32 inputs."""
+    ``onednn``: the weight packed for oneDNN (``oasr.onednn.pack_linears``), used for fp32 inputs."""
 
     onednn: Tensor | None = None
 
@@ -409,13 +409,6 @@ class Whisper(OasrModel):
         for block in self.decoder.blocks:
             block.cross_attn.attention_dtype = dtype
             block.cross_attn.attention_rows = rows
-
-    def pack_for_onednn(self) -> None:
-        """Every fp32 linear map on the CPU (the token table's output projection included) through
-        oneDNN's GEMM, its weight packed once; the weights stay as they are for everything else."""
-        for module in self.modules():
-            if isinstance(module, (Linear, Embedding)) and module.weight.dtype == torch.float32 and module.weight.device.type == "cpu":
-                module.onednn = onednn.pack(module.weight)
 
     def embed_audio(self, mel: Tensor) -> Tensor:
         return self.encoder(mel)

@@ -31,29 +31,29 @@ log = logging.getLogger("oasr")
 
 
 @functools.cache
+def _cpuinfo() -> dict[str, str]:
+    """The first CPU's fields of /proc/cpuinfo (name -> value); empty where unreadable."""
+    fields: dict[str, str] = {}
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if not line.strip():
+                    break  # the first CPU's block ends
+                name, _, value = line.partition(":")
+                fields.setdefault(name.strip(), value.strip())
+    except OSError:
+        pass
+    return fields
+
+
 def cpu_flags() -> frozenset[str]:
     """The CPU's feature flags (/proc/cpuinfo); empty where unreadable."""
-    try:
-        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    return frozenset(line.partition(":")[2].split())
-    except OSError:
-        pass
-    return frozenset()
+    return frozenset(_cpuinfo().get("flags", "").split())
 
 
-@functools.cache
 def cpu_vendor() -> str:
-    """The CPU's vendor (/proc/cpuinfo's vendor_id: GenuineIntel, AuthenticAMD, ...); "" where unreadable."""
-    try:
-        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
-            for line in f:
-                if line.startswith("vendor_id"):
-                    return line.partition(":")[2].strip()
-    except OSError:
-        pass
-    return ""
+    """The CPU's vendor (vendor_id: GenuineIntel, AuthenticAMD, ...); "" where unreadable."""
+    return _cpuinfo().get("vendor_id", "")
 
 
 @functools.cache  # asked on every integer product
