@@ -104,6 +104,19 @@ class Device(str, Enum):
     cuda = "cuda"
 
 
+def choices(name: str, values: Sequence[str]) -> type[Enum]:
+    """A str Enum of ``values``: what Typer offers as a flag's choices (a registry's names)."""
+    return Enum(name, {v: v for v in values}, type=str)  # type: ignore[return-value]
+
+
+def format_choices(result: str, *extra: str) -> type[Enum]:
+    """The choices of a command's -F: every output format the registry has for ``result`` (a
+    plugin's too), in their listing order, then ``extra`` ("all")."""
+    from oasr.formats.registry import names
+
+    return choices(f"{result.title()}Format", [*names(result), *extra])
+
+
 ArchitectureOpt = Annotated[
     Optional[str],
     typer.Option(

@@ -285,15 +285,14 @@ def _load_bundle(path: Path, target: torch.device, dtype) -> LoadedModel:
 def _identity(path: Path, cfg: _bundle.BundleConfig, model: OasrModel) -> ModelIdentity:
     """Source and revision from the oasr cache's record of the bundle; a bundle outside the cache
     is its own source, and its revision is the digest of the files it was converted from."""
+    from .hub.kinds import provenance_revision
     from .hub.resolve import bundle_origin
 
     origin = bundle_origin(path) or {}
     sha = origin.get("weights_sha256") or weights_sha256(path)
     if origin:
         source = origin.get("origin", "")
-        revision = origin.get("revision") or (
-            source.removeprefix("pypi:") if origin.get("source") == "pypi" else origin.get("key", "")
-        )
+        revision = provenance_revision(origin)  # the record's, else what its source kind derives
     else:
         source = str(path)
         files = cfg.provenance.source_files

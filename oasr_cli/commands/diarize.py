@@ -9,22 +9,20 @@ Diarization is ``oasr.diarize``; the file formats ``oasr.formats.turns``; the pl
 from __future__ import annotations
 
 import logging
-from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from oasr.formats.turns import TURN_FORMATS
 from oasr.options import DIARIZE_MAX_STEP, DIARIZE_MIN_STEP, MAX_SPEAKERS, DiarizeOptions
 
 from ..batch import BatchFlags, Job, batch_command, check_output_path, flag_values, plan_outputs, run_batch, write_output
-from ..options import from_flags, model_spec, usage
+from ..options import format_choices, from_flags, model_spec, usage
 
 log = logging.getLogger("oasr")
 
 DEFAULTS = DiarizeOptions()
-TurnFormat = Enum("TurnFormat", {name: name for name in TURN_FORMATS}, type=str)
+TurnFormat = format_choices("turns")
 
 SPEAKERS = "Speakers"
 SEGMENTATION = "Segmentation"
@@ -101,10 +99,11 @@ def diarize(
 
     RTTM goes to stdout unless -o FILE or --output-dir DIR is given. Several inputs run as a batch with the models loaded once; their RTTM turns can share one -o FILE (each line names its file), and on stdout CSV turns make one CSV with a file column. A file that fails is reported on one line and the batch goes on, then exits 1 (--fail-fast stops at the first failure).
     """
+    from oasr.formats.registry import extensions
     from oasr.formats.turns import render_turns, turns_csv, turns_json
     from oasr.pipelines.diarize import EMBEDDING_MODEL, SEGMENTATION_MODEL
 
-    plan = plan_outputs(flags, flag_values(output_format), {f: f for f in TURN_FORMATS}, default="rttm", shared_file_format="rttm")
+    plan = plan_outputs(flags, flag_values(output_format), extensions("turns"), default="rttm", shared_file_format="rttm")
     if ref is not None and plot is None:
         raise usage("--ref is drawn by --plot; give --plot FILE.png too")
     if plot is not None and len(flags.sources) != 1:

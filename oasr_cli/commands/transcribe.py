@@ -16,7 +16,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from oasr.formats import FORMATS, MAX_LINE_COUNT, MAX_LINE_WIDTH
+from oasr.formats import MAX_LINE_COUNT, MAX_LINE_WIDTH
 from oasr.options import (
     MAX_BEAMS,
     MAX_BEST_OF,
@@ -39,13 +39,13 @@ from oasr.options import (
 )
 
 from ..batch import BatchFlags, Job, batch_command, flag_values, plan_outputs, run_batch
-from ..options import LanguageOpt, ModelOpt, checked, from_flags, number_or_none, usage
+from ..options import LanguageOpt, ModelOpt, checked, format_choices, from_flags, number_or_none, usage
 
 log = logging.getLogger("oasr")
 
 DEFAULTS = TranscribeOptions()
 DECODING_DEFAULTS = WhisperDecoding()
-OutputFormat = Enum("OutputFormat", {name: name for name in (*FORMATS, "all")}, type=str)
+OutputFormat = format_choices("transcript", "all")
 Task = Enum("Task", {name: name for name in SPEECH_TASKS}, type=str)
 Vad = Enum("Vad", {name: name for name in VAD_KINDS}, type=str)
 Decoder = Enum("Decoder", {name: name for name in TRANSDUCER_DECODERS}, type=str)
@@ -190,7 +190,7 @@ def transcribe(
     ] = DECODING_DEFAULTS.hallucination_silence_threshold,
     output_format: Annotated[
         Optional[list[OutputFormat]],
-        typer.Option("--output-format", "-F", help=f"{', '.join(FORMATS)} or all; repeatable. Default: from -o's extension, else txt.", rich_help_panel=OUTPUT, show_default=False),
+        typer.Option("--output-format", "-F", help=f"{', '.join(list(OutputFormat.__members__)[:-1])} or all; repeatable. Default: from -o's extension, else txt.", rich_help_panel=OUTPUT, show_default=False),
     ] = None,
     max_line_width: Annotated[
         Optional[int], typer.Option("--max-line-width", metavar="CHARS", help=f"srt/vtt: at most CHARS characters per line (1..{MAX_LINE_WIDTH}).", rich_help_panel=OUTPUT)

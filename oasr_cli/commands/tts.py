@@ -19,7 +19,7 @@ from oasr.errors import InputError
 from oasr.options import TTS_MAX_NOISE, TTS_MAX_SILENCE, TTS_MAX_SPEED, TTS_MIN_SPEED, SynthesizeOptions
 
 from ..batch import check_output_path
-from ..options import DeviceOpt, Device, ModelOpt, Report, from_flags, reporting, usage
+from ..options import DeviceOpt, Device, ModelOpt, Report, format_choices, from_flags, reporting, usage
 from ..output import print_json
 
 log = logging.getLogger("oasr")
@@ -27,6 +27,7 @@ log = logging.getLogger("oasr")
 DEFAULTS = SynthesizeOptions()
 VOICE = "Voice"
 OUTPUT = "Output"
+SpeechFormat = format_choices("speech")
 MAX_TEXT_BYTES = 64 << 20  # a book is a few MB; more is not text meant to be read aloud
 
 EXAMPLES = """Examples:
@@ -58,7 +59,11 @@ def tts(
         Optional[Path],
         typer.Option("--output-dir", help="One WAV per non-empty input line into DIR (0001.wav, ...), created if missing.", metavar="DIR", rich_help_panel=OUTPUT),
     ] = None,
-    raw: Annotated[bool, typer.Option("--raw", help="Headerless 16-bit little-endian PCM at the voice's rate (for aplay), to stdout unless -o.", rich_help_panel=OUTPUT)] = False,
+    raw: Annotated[bool, typer.Option("--raw", help="Headerless 16-bit little-endian PCM at the voice's rate (for aplay), to stdout unless -o (as -F raw).", rich_help_panel=OUTPUT)] = False,
+    output_format: Annotated[
+        Optional[SpeechFormat],
+        typer.Option("--output-format", "-F", help="wav (with a RIFF INFO chunk) or raw (as --raw). Default: wav, raw with --raw.", rich_help_panel=OUTPUT, show_default=False),
+    ] = None,
     speaker: Annotated[Optional[str], typer.Option("--speaker", help="Multi-speaker voices: a speaker id or name.", metavar="N|NAME", rich_help_panel=VOICE)] = None,
     speed: Annotated[float, typer.Option("--speed", metavar="F", help=f"Speaking rate ({TTS_MIN_SPEED:g}..{TTS_MAX_SPEED:g}); 2 is twice as fast.", rich_help_panel=VOICE)] = DEFAULTS.speed,
     noise_scale: Annotated[Optional[float], typer.Option("--noise-scale", metavar="F", help=f"Variation of the voice (0..{TTS_MAX_NOISE:g}). Default: the voice's.", rich_help_panel=VOICE)] = None,
@@ -80,6 +85,10 @@ def tts(
         raise usage("give the text as an argument or with -f, not both")
     if output is not None and output_dir is not None:
         raise usage("give -o or --output-dir, not both")
+    if raw and output_format is not None and output_format.value != "raw":
+        raise usage(f"--raw writes raw PCM, not {output_format.value}: drop one of them")
+    fmt = output_format.value if output_format is not None else "raw" if raw else "wav"
+    raw = fmt == "raw"
     if output_dir is not None and raw:
         raise usage("--raw writes one stream; --output-dir writes WAV files")
     options = from_flags(SynthesizeOptions, locals(), speaker=_speaker(speaker))
@@ -92,17 +101,17 @@ def tts(
     if output is not None and output != "-":
         check_output_path(Path(output))
     if output_dir is not None:
-        check_output_path(output_dir / "0001.wav")
+        check_output_path(output_dir / f"0001.{_extension(fmt)}")
     source = _read_text(text, file)
 
     from oasr.pipelines.tts import prepare
 
     run = dict(model=model, options=options, device=device.value, dtype="float32")
     if output_dir is not None:
-        _per_line(source, output_dir, run, report)
+        _per_line(source, output_dir, run, report, fmt)
         return
     plan = prepare(source, **run)
-    result = _write(plan, None if to_stdout else Path(output), raw)
+    result = _write(plan, None if to_stdout else Path(output), fmt)
     if report.json_out:
         print_json({"output": output, **result})
 
@@ -136,14 +145,22 @@ def _read_text(text: str | None, file: str | None) -> str:
         raise InputError(f"{where}: not UTF-8 text (byte {e.start})") from None
 
 
-def _write(plan, path: Path | None, raw: bool) -> dict:
-    """Every chunk of ``plan`` written as it comes: into ``path`` atomically, or to stdout."""
-    from oasr.formats.wav import PcmWriter, atomic_stream
+def _extension(fmt: str) -> str:
+    from oasr.formats.registry import get
+
+    return get("speech", fmt).extension
+
+
+def _write(plan, path: Path | None, fmt: str) -> dict:
+    """Every chunk of ``plan`` written as it comes, in format ``fmt``: into ``path`` atomically, or to stdout."""
+    from oasr.formats.registry import get
+    from oasr.formats.wav import atomic_stream
 
     sentences = []
+    open_writer = get("speech", fmt).write
 
     def pour(out) -> None:
-        writer = PcmWriter(out, plan.sample_rate, plan.wav_tags, raw=raw)
+        writer = open_writer(out, plan.sample_rate, plan.wav_tags)
         for chunk in plan.chunks():
             writer.write(chunk.samples)
             sentences.append(chunk.sentence)
@@ -166,7 +183,7 @@ def _write(plan, path: Path | None, raw: bool) -> dict:
     }
 
 
-def _per_line(source: str, folder: Path, run: dict, report: Report) -> None:
+def _per_line(source: str, folder: Path, run: dict, report: Report, fmt: str) -> None:
     from oasr.errors import OasrError
     from oasr.pipelines.tts import prepare
 
@@ -177,9 +194,9 @@ def _per_line(source: str, folder: Path, run: dict, report: Report) -> None:
     width = max(4, len(str(len(lines))))
     written, failed = [], []
     for i, line in enumerate(lines, 1):
-        path = folder / f"{i:0{width}d}.wav"
+        path = folder / f"{i:0{width}d}.{_extension(fmt)}"
         try:
-            written.append({"line": i, "output": str(path), **_write(prepare(line, **run), path, False)})
+            written.append({"line": i, "output": str(path), **_write(prepare(line, **run), path, fmt)})
         except OasrError as e:
             log.error("line %d: %s", i, e)
             failed.append(i)

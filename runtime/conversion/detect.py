@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
 
-from ..io.bundle import is_bundle
 from .base import CheckpointConverter
 from ..errors import DetectionError, InputError
 from ..models.architectures import architectures
@@ -99,7 +98,3 @@ def pick_converter(path: Path, architecture: str | None = None) -> tuple[type[Ch
         listed = ", ".join(f"{c.converter.name} ({c.reason})" for c in top)
         raise DetectionError(f"{path} is claimed equally by {listed}; pass --architecture with one of them")
     return top[0].converter, claims
-
-
-def source_kind(path: Path) -> str:
-    return "native" if Path(path).is_dir() and is_bundle(path) else "foreign"

@@ -3,10 +3,11 @@
     from oasr.formats import get_writer, WriterOptions
     text = get_writer("srt")(transcript, WriterOptions(max_line_width=42, max_line_count=2))
 
-A writer is ``(Transcript, WriterOptions) -> str``, registered under a format name with
-``@register_writer("name", "ext")``; ``FORMATS`` lists the built-in names in a stable order.
-Writers never touch the file system: the caller decides where the text goes (stdout, an atomic
-file write).
+A writer is ``(Transcript, WriterOptions) -> str``, a ``Format`` of the result type
+``transcript`` in the registry of every task's formats (``registry.py``: the entry-point group
+``oasr.formats.transcript``; ``register_writer`` adds one for this process). ``FORMATS`` lists
+the installed names in their listing order. Writers never touch the file system: the caller
+decides where the text goes (stdout, an atomic file write).
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ from typing import Callable
 from ..errors import InputError
 from ..options import check_range
 from ..results import Transcript
+from . import registry
+from .registry import Format, WriterEntry
 
-FORMATS = ("txt", "srt", "vtt", "json", "tsv", "lrc")
+RESULT = "transcript"
 SUBTITLE_FORMATS = ("srt", "vtt")  # the formats --max-line-width / --max-line-count apply to
 
 
@@ -47,51 +50,33 @@ class WriterOptions:
 Writer = Callable[[Transcript, WriterOptions], str]
 
 
-@dataclass(frozen=True)
-class WriterEntry:
-    name: str
-    extension: str
-    write: Writer
-
-
-_WRITERS: dict[str, WriterEntry] = {}
+_WRITERS = registry.registered(RESULT)  # register_writer's formats (this process only)
 
 
 def register_writer(name: str, extension: str | None = None) -> Callable[[Writer], Writer]:
-    """Decorator: register ``fn(transcript, options) -> str`` as the writer of format ``name``."""
+    """Decorator: register ``fn(transcript, options) -> str`` as the writer of format ``name``
+    for this process (a package declares its formats as entry points instead)."""
 
     def wrap(fn: Writer) -> Writer:
-        if name in _WRITERS and _WRITERS[name].write is not fn:
-            raise ValueError(f"a writer for format {name!r} is already registered")
-        _WRITERS[name] = WriterEntry(name, extension or name, fn)
+        registry.register(RESULT, name, fn, extension)
         return fn
 
     return wrap
 
 
-def _load_builtins() -> None:
-    from . import subtitles, text  # noqa: F401  (registration happens on import)
-
-
 def writers() -> dict[str, WriterEntry]:
-    """Every registered format, by name: the built-ins in ``FORMATS`` order, then the others."""
-    _load_builtins()
-    order = {name: i for i, name in enumerate(FORMATS)}
-    return dict(sorted(_WRITERS.items(), key=lambda item: order.get(item[0], len(order))))
+    """Every transcript format, by name, in listing order (the built-ins first)."""
+    return registry.formats(RESULT)
 
 
 def get_writer(name: str) -> Writer:
     """The writer of format ``name``; an InputError listing the formats when it is unknown."""
-    entry = writers().get(name)
-    if entry is None:
-        raise InputError(f"unknown output format {name!r}; choose {', '.join(writers())}")
-    return entry.write
+    return registry.get(RESULT, name).write
 
 
 def extension(name: str) -> str:
     """The file extension (without the dot) of format ``name``."""
-    get_writer(name)
-    return _WRITERS[name].extension
+    return registry.get(RESULT, name).extension
 
 
 def format_from_suffix(path: str | Path) -> str | None:
@@ -110,8 +95,15 @@ def render(transcript: Transcript, name: str, options: WriterOptions | None = No
     return get_writer(name)(transcript, options or WriterOptions())
 
 
+def __getattr__(name: str):
+    if name == "FORMATS":  # read from the registry when asked: the writers' modules import this one
+        return tuple(registry.names(RESULT))
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
     "FORMATS",
+    "Format",
     "SUBTITLE_FORMATS",
     "WriterOptions",
     "WriterEntry",

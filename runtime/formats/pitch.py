@@ -4,7 +4,8 @@ CSV: ``time,frequency,confidence`` per frame as ``crepe`` writes it (times and H
 confidence to 6). Frames that are not voiced (under the voicing threshold, or silent) have
 frequency 0, the usual mark of an unvoiced frame; a voicing threshold of 0 and no silence gating
 give crepe's own output. JSON: ``PitchTrack.to_dict()`` with its provenance, every frame's
-decoded frequency and the voiced flags.
+decoded frequency and the voiced flags. Both are ``Format``s of the result type ``pitch``
+(``registry.py``; the entry points of ``oasr.formats.pitch`` in pyproject).
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ import json
 import re
 
 from ..results import PitchTrack
+from . import registry
+from .registry import Format
 
-PITCH_FORMATS = ("csv", "json")
+RESULT = "pitch"
 _FLAT_LIST = re.compile(r"\[\s*((?:-?[0-9.eE+-]+|true|false)(?:,\s*(?:-?[0-9.eE+-]+|true|false))*)\s*\]")
 
 
@@ -36,8 +39,13 @@ def pitch_json(track: PitchTrack, indent: int | None = 2) -> str:
 
 
 def render_pitch(track: PitchTrack, fmt: str) -> str:
-    if fmt == "csv":
-        return pitch_csv(track)
-    if fmt == "json":
-        return pitch_json(track) + "\n"
-    raise ValueError(f"unknown pitch format {fmt!r}; choose {' or '.join(PITCH_FORMATS)}")
+    return registry.get(RESULT, fmt).write(track)
+
+
+def _write_json(track: PitchTrack) -> str:
+    return pitch_json(track) + "\n"
+
+
+# The entry points of oasr.formats.pitch (pyproject): csv first, the listing order of -F.
+CSV = Format(pitch_csv, rank=10)
+JSON = Format(_write_json, rank=20)

@@ -22,7 +22,8 @@ from typing import Callable, Iterator
 
 from ..errors import InputError
 from ..results import Segment, Transcript
-from . import WriterOptions, register_writer
+from . import WriterOptions
+from .registry import Format
 from .common import clock, milliseconds, one_line, segment_speaker, speaker_prefix
 
 LONG_PAUSE = 3.0  # seconds between words that start a new cue (when cutting by lines)
@@ -191,7 +192,6 @@ def _timing(cue: Cue) -> tuple[int, int]:
     return start, end
 
 
-@register_writer("srt")
 def write_srt(transcript: Transcript, options: WriterOptions = WriterOptions()) -> str:
     """SubRip: index, ``HH:MM:SS,mmm --> HH:MM:SS,mmm``, text lines, a blank line; ``[SPEAKER] `` first."""
     blocks = []
@@ -207,7 +207,6 @@ def _vtt_escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-@register_writer("vtt")
 def write_vtt(transcript: Transcript, options: WriterOptions = WriterOptions()) -> str:
     """WebVTT: a ``WEBVTT`` header, then ``HH:MM:SS.mmm --> HH:MM:SS.mmm`` cues; ``<v SPEAKER>`` voices."""
     blocks = ["WEBVTT\n"]
@@ -218,3 +217,8 @@ def write_vtt(transcript: Transcript, options: WriterOptions = WriterOptions()) 
             text = f"<v {_vtt_escape(one_line(cue.speaker))}>{text}"
         blocks.append(f"{clock(start)} --> {clock(end)}\n{text}\n")
     return "\n".join(blocks)
+
+
+# The entry points of oasr.formats.transcript (pyproject).
+SRT = Format(write_srt, rank=20)
+VTT = Format(write_vtt, rank=30)

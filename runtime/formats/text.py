@@ -8,7 +8,8 @@ import re
 from typing import Any
 
 from ..results import Transcript
-from . import WriterOptions, register_writer
+from . import WriterOptions
+from .registry import Format
 from .common import milliseconds, one_line, segment_speaker, speaker_prefix
 
 
@@ -24,13 +25,11 @@ def _joined(lines: list[str]) -> str:
     return "".join(line + "\n" for line in lines)
 
 
-@register_writer("txt")
 def write_txt(transcript: Transcript, options: WriterOptions = WriterOptions()) -> str:
     """One segment per line, ``[SPEAKER] `` first when the segment has one; "" for no speech."""
     return _joined([text for _, text in _lines(transcript)])
 
 
-@register_writer("tsv")
 def write_tsv(transcript: Transcript, options: WriterOptions = WriterOptions()) -> str:
     """openai-whisper's TSV: a ``start end text`` header, then times in integer milliseconds."""
     rows = ["start\tend\ttext"]
@@ -39,7 +38,6 @@ def write_tsv(transcript: Transcript, options: WriterOptions = WriterOptions()) 
     return _joined(rows)
 
 
-@register_writer("lrc")
 def write_lrc(transcript: Transcript, options: WriterOptions = WriterOptions()) -> str:
     """LRC lyrics: ``[mm:ss.xx]text`` per segment (minutes grow past 99 on long audio)."""
     rows = []
@@ -75,7 +73,13 @@ def transcript_json(transcript: Transcript, indent: int | None = 2) -> str:
     return _NUMBER_LIST.sub(lambda m: "[" + " ".join(m.group(1).split()) + "]", text)
 
 
-@register_writer("json")
 def write_json(transcript: Transcript, options: WriterOptions = WriterOptions()) -> str:
     """openai-whisper's schema (text, segments, language) plus duration, source and provenance."""
     return transcript_json(transcript) + "\n"
+
+
+# The entry points of oasr.formats.transcript (pyproject): txt first, the listing order of -F.
+TXT = Format(write_txt, rank=10)
+JSON = Format(write_json, rank=40)
+TSV = Format(write_tsv, rank=50)
+LRC = Format(write_lrc, rank=60)

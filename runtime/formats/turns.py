@@ -2,6 +2,9 @@
 
     from oasr.formats.turns import render_turns
     text = render_turns(turns, "rttm")
+
+Each is a ``Format`` of the result type ``turns`` (``registry.py``; the entry points of
+``oasr.formats.turns`` in pyproject).
 """
 
 from __future__ import annotations
@@ -9,14 +12,14 @@ from __future__ import annotations
 import csv
 import io
 import json
-from pathlib import Path
 
-from ..errors import InputError
 from ..results import SpeakerTurns
+from . import registry
+from .registry import Format
 from .rttm import write_rttm
 from .text import _finite
 
-TURN_FORMATS = ("rttm", "json", "csv")
+RESULT = "turns"
 
 
 def turns_json(turns: SpeakerTurns, indent: int | None = 2) -> str:
@@ -42,17 +45,15 @@ def turns_csv(turns: SpeakerTurns, *, file_column: bool = False, header: bool = 
 
 
 def render_turns(turns: SpeakerTurns, name: str) -> str:
-    """``turns`` as the text of format ``name`` (rttm, json or csv)."""
-    if name == "rttm":
-        return write_rttm(turns)
-    if name == "json":
-        return turns_json(turns) + "\n"
-    if name == "csv":
-        return turns_csv(turns)
-    raise InputError(f"unknown output format {name!r}; choose {', '.join(TURN_FORMATS)}")
+    """``turns`` as the text of format ``name`` (rttm, json, csv or a plugin's)."""
+    return registry.get(RESULT, name).write(turns)
 
 
-def turn_format_from_suffix(path: str | Path) -> str | None:
-    """The format a file name asks for by its extension (``out.RTTM`` -> ``rttm``), or None."""
-    suffix = Path(str(path)).suffix.lower().lstrip(".")
-    return suffix if suffix in TURN_FORMATS else None
+def _write_json(turns: SpeakerTurns) -> str:
+    return turns_json(turns) + "\n"
+
+
+# The entry points of oasr.formats.turns (pyproject): rttm first, the listing order of -F.
+RTTM = Format(write_rttm, rank=10)
+JSON = Format(_write_json, rank=20)
+CSV = Format(turns_csv, rank=30)

