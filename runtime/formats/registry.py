@@ -100,6 +100,8 @@ def get(result: str, name: str) -> WriterEntry:
     """The format ``name`` of ``result``; an InputError listing the formats when it is unknown."""
     entry = formats(result).get(name)
     if entry is None:
+        if not names(result):  # even the built-ins are missing: the package's metadata is stale
+            raise InputError(f"no {result} formats are installed: reinstall oasr-toolchain (its entry points are missing)")
         raise InputError(f"unknown output format {name!r}; choose {', '.join(names(result))}")
     return entry
 

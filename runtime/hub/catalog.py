@@ -286,7 +286,8 @@ def _source(raw: Any, label: str) -> Any:
         raise CatalogError(f"{label}: expected one of {expected}, got {kind_of(raw)}")
     (kind, body), = raw.items()
     if not kinds.known(kind):
-        raise CatalogError(f"{label}: unknown source kind {kind!r}; known: {', '.join(kinds.names())}")
+        known = ", ".join(kinds.names()) or "none (reinstall oasr-toolchain: its entry points are missing)"
+        raise CatalogError(f"{label}: unknown source kind {kind!r}; known: {known}")
     return kinds.get(kind).parse(body, f"{label}.{kind}")
 
 

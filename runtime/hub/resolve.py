@@ -31,7 +31,8 @@ from typing import Any
 
 from . import cache as _cache
 from . import kinds
-from .catalog import HFSource, load_catalog
+from .catalog import load_catalog
+from .kinds.hf import HFSource
 from .paths import LOCAL, path_sources
 from .sources import Attempt, ChainSource, Hit, Progress, Run, Skip, Target, model_sources
 from ..errors import ConversionError, InputError, OasrError

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ... import plugins
+from ...errors import CapabilityError
 
 if TYPE_CHECKING:
     from ..cache import CacheRecord
@@ -54,10 +55,10 @@ def names() -> list[str]:
 
 def get(name: str) -> SourceKind:
     """The kind ``name``; a CapabilityError naming the installed kinds when there is none."""
+    if not names():  # even the built-ins are missing: the package's metadata is stale
+        raise CapabilityError("no hub source kinds are installed: reinstall oasr-toolchain (its entry points are missing)")
     kind = plugins.load(GROUP, name, "source kind")
     if not isinstance(kind, SourceKind):
-        from ...errors import CapabilityError
-
         raise CapabilityError(f"the source kind {name!r} is not an oasr.hub.kinds.SourceKind")
     return kind
 
