@@ -24,7 +24,8 @@ def main(argv: list[str]) -> int:
     sys.path.insert(0, str(ROOT))
     from oasr.errors import OasrError
     from oasr.hub import pypi
-    from oasr.hub.catalog import PyPISource, load_catalog
+    from oasr.hub.catalog import load_catalog
+    from oasr.hub.kinds.pypi import PyPISource
     from oasr.io.files import sha256_file
 
     name = argv[0] if argv else "pyannote-segmentation-3.0"

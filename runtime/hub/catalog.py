@@ -25,7 +25,6 @@ from ..tasks import TASKS  # the built tasks: an entry's task must be one of the
 from . import kinds
 from .fields import CatalogError, Fields, kind_of
 from .kinds.hf import HFSource
-from .kinds.pypi import AssembleStep, Part, PyPIFile, PyPIPackage, PyPISource  # noqa: F401  (their old home)
 
 CATALOG_PATH = Path(__file__).with_name("catalog.yaml")
 CATALOG_ENV = "OASR_CATALOG"
