@@ -115,7 +115,7 @@ def main() -> None:
     import oasr
     from oasr.conversion.run import convert
     from oasr.io.audio import load_audio
-    from oasr.hub.cache import make_variant
+    from oasr.hub.variants import make_variant
 
     sys.path.insert(0, str(ROOT / "tests"))
     from wer import wer

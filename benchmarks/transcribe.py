@@ -174,7 +174,7 @@ def worker(args) -> None:
 def prepare(models: list[str], work: Path) -> dict[str, dict]:
     """model name -> its CTranslate2 dir, oasr bundle, int8 variant, and English-only flag."""
     from oasr.conversion.run import convert
-    from oasr.hub.cache import make_variant
+    from oasr.hub.variants import make_variant
 
     out = {}
     for name in models:

@@ -222,8 +222,10 @@ def load_pretrained(
 def _variant(bundle: Path, plan: ComputePlan) -> Path | None:
     """The hub's variant of ``bundle`` that ``plan`` runs, made once; None where it cannot be
     made and the plan falls back (a read-only cache, a full disk: it costs speed, not the run)."""
+    from .hub.variants import make_variant
+
     try:
-        variant = _cache.make_variant(bundle, plan.weights)
+        variant = make_variant(bundle, plan.weights)
     except (OSError, OasrError) as e:
         if plan.fallback is None:
             raise

@@ -48,7 +48,7 @@ class ComputePlan:
 
     dtype: str  # the float parts (every float tensor): "float32", "float16" or "bfloat16"
     weights: str | None = None  # the scheme of the integer weights that run; None: float weights
-    variant: bool = False  # the weights come from the hub's variant of the bundle (scheme ``weights``)
+    variant: bool = False  # the weights come from the hub's variant of the bundle (oasr.hub.variants)
     attention_dtype: str | None = None  # "bfloat16": the long attentions in bf16 (``model.attend_in``)
     attention_rows: int | None = None  # ... as explicit products over this many query rows (no AMX)
     onednn: bool = False  # the fp32 linear maps through oneDNN's GEMM (``oasr.onednn.pack_linears``)

@@ -5,7 +5,7 @@
     <root>/bundles/<name>/<key>/        a native bundle (<key>: hf-<commit12>[-as-<arch>], pypi-<sha12>, sha-<sha12>)
     <root>/bundles/<name>/<key>.json    its record: where it came from, the source hashes, when
     <root>/locks/<name>.lock            one file lock per model: one process fetches and converts it
-    <root>/bundles/<name>/<key>.int8/   its int8 variant (what dtype auto runs on a CPU), removed with it
+    <root>/bundles/<name>/<key>.int8/   its int8 variant (what dtype auto runs on a CPU; oasr.hub.variants makes it), removed with it
     <root>/variants/<sha24>.int8/       the int8 variant of a bundle given by path, keyed by its weights' sha256
     <root>/hashes/<path-sha24>.json     the sha256 of a bundle's weights given by path, kept per file version
     <root>/tmp/<pid>-<random>/          staging for downloads and conversions, removed afterwards
@@ -343,17 +343,3 @@ def variant_is_current(variant: Path, bundle: Path, scheme: str) -> bool:
     except (OSError, ValueError, KeyError, TypeError):
         return False
     return (Path(variant) / WEIGHTS_NAME).is_file() and made == (scheme, bundle_sha256(bundle))
-
-
-def make_variant(bundle: Path, scheme: str = "int8") -> Path:
-    """The ``scheme`` variant of the full-precision ``bundle`` (``variant_path``), quantized now
-    when missing or made from other weights. Raises what ``oasr.quant.quantize`` raises (an
-    InputError for a model with no layer worth quantizing, OSError for a full disk)."""
-    from ..quant.quantize import quantize
-
-    variant = variant_path(bundle, scheme)
-    if not variant_is_current(variant, bundle, scheme):
-        log.info("making the %s variant of %s at %s (once)", scheme, bundle, variant)
-        variant.parent.mkdir(parents=True, exist_ok=True)
-        quantize(bundle, variant, scheme=scheme, force=True)
-    return variant
