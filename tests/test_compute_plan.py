@@ -141,3 +141,20 @@ def test_a_family_without_long_attentions_says_so():
     assert not OasrModel.bf16_attention
     with pytest.raises(NotImplementedError, match="declares no long attentions"):
         model.attend_in(torch.bfloat16)
+
+
+def test_asking_int8_runs_the_variant_and_nothing_else(tiny_en_bundle, tmp_path, monkeypatch):
+    """``dtype="int8"``: the hub's int8 variant with fp32 float parts, its attentions as they
+    are even on a CPU with native bf16 (an explicit ask changes one thing)."""
+    import shutil
+
+    import oasr
+    from oasr import cpu
+    from oasr.hub.cache import variant_path
+
+    bundle = shutil.copytree(tiny_en_bundle, tmp_path / "tiny.en")
+    monkeypatch.setattr(cpu, "this_cpu", lambda: ZEN5)
+    loaded = oasr.load_pretrained(bundle, device="cpu", dtype="int8", cache=False)
+    assert loaded.quantization["scheme"] == "int8" and loaded.identity.bundle == str(variant_path(bundle))
+    assert loaded.identity.revision.endswith("+int8")
+    assert {b.attn.attention_dtype for b in loaded.model.encoder.blocks} == {None}
