@@ -115,7 +115,7 @@ def main() -> None:
     import oasr
     from oasr.conversion.run import convert
     from oasr.io.audio import load_audio
-    from oasr.precision import int8_variant
+    from oasr.hub.variants import make_variant
 
     sys.path.insert(0, str(ROOT / "tests"))
     from wer import wer
@@ -128,7 +128,7 @@ def main() -> None:
         ct2 = whisper_base_ct2(work / "base-ct2")
         bundle = work / "base"
         convert([ct2], bundle)
-        int8_variant(bundle)  # made ahead, as `oasr models pull` does: no run pays for it
+        make_variant(bundle, "int8")  # made ahead, as `oasr models pull` does: no run pays for it
         files, refs = build_audio(work)
         files = {name: files[name] for name in args.audio.split(",")}
         decoding = oasr.WhisperDecoding(beam_size=args.beam_size, temperatures=temperatures, without_timestamps=not args.timestamps)

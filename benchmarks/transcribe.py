@@ -174,7 +174,7 @@ def worker(args) -> None:
 def prepare(models: list[str], work: Path) -> dict[str, dict]:
     """model name -> its CTranslate2 dir, oasr bundle, int8 variant, and English-only flag."""
     from oasr.conversion.run import convert
-    from oasr.precision import int8_variant
+    from oasr.hub.variants import make_variant
 
     out = {}
     for name in models:
@@ -187,7 +187,7 @@ def prepare(models: list[str], work: Path) -> dict[str, dict]:
         bundle = work / name
         convert([ct2], bundle)
         # made ahead (as `oasr models pull` does), so no run pays for it
-        out[name] = {"ct2": str(ct2), "bundle": str(bundle), "int8": str(int8_variant(bundle)), "english_only": name.endswith(".en")}
+        out[name] = {"ct2": str(ct2), "bundle": str(bundle), "int8": str(make_variant(bundle, "int8")), "english_only": name.endswith(".en")}
     return out
 
 

@@ -23,9 +23,12 @@ from typing import Any, Callable
 
 import torch
 
-from .errors import DetectionError, InputError
+from . import cpu
+from .errors import DetectionError, InputError, OasrError
+from .hub import cache as _cache
 from .io import bundle as _bundle
 from .models.base import BaseModelConfig, OasrModel
+from .precision import ComputePlan, Stored, compute_plan
 from .results import ResultProvenance
 from .specs import DecodingDefaults, FeatureSpec, LoadReport, Provenance, TokenizerSpec
 from .tasks import require_capability
@@ -33,7 +36,6 @@ from .version import __version__
 
 log = logging.getLogger("oasr")
 
-_FLOAT_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 _TOKENIZERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model module -> its tokenizer
 CACHE_SIZE = 4  # loaded models kept per process (a transcriber, a VAD, a speaker encoder, one more)
 
@@ -132,19 +134,35 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
     return device
 
 
-def resolve_dtype(dtype: str | torch.dtype | None, device: torch.device, stored: str) -> torch.dtype:
-    """None/"auto": fp32 on CPU, fp16 on GPU (bf16 when stored so); "stored": as in the weights."""
-    if isinstance(dtype, torch.dtype):
-        return dtype
-    if dtype in (None, "auto"):
-        if device.type == "cpu":
-            return torch.float32
-        return torch.bfloat16 if stored == "bfloat16" else torch.float16
-    if dtype == "stored":
-        return _FLOAT_DTYPES[stored]
-    if dtype not in _FLOAT_DTYPES:
-        raise InputError(f"unknown dtype {dtype!r}; choose auto, stored, {', '.join(_FLOAT_DTYPES)}")
-    return _FLOAT_DTYPES[dtype]
+def plan_for(bundle: Path, device: torch.device, dtype: str | torch.dtype | None) -> ComputePlan:
+    """The compute plan (``oasr.precision.compute_plan``) of ``bundle`` on ``device`` for
+    ``dtype``: from its config, what its family declares, and this machine's CPU."""
+    return _plan(_bundle.read_config(bundle), device, dtype)
+
+
+def _plan(cfg: _bundle.BundleConfig, device: torch.device, dtype) -> ComputePlan:
+    """``plan_for`` of a bundle whose config is read."""
+    from .models.architectures import model_entry
+
+    family = model_entry(cfg.architecture).model_cls
+    stored = Stored(
+        dtype=cfg.dtype,
+        scheme=None if cfg.quantization is None else cfg.quantization.get("scheme"),
+        auto_int8=family.auto_int8_on_cpu,
+        quantizable=family.quant_refusal is None,
+        bf16_attention=family.bf16_attention,
+        refusal=family.quant_refusal or "",
+    )
+    asked = str(dtype).removeprefix("torch.") if isinstance(dtype, torch.dtype) else dtype
+    return compute_plan(asked, stored, device.type, cpu.this_cpu() if device.type == "cpu" else None)
+
+
+def cpu_variant(bundle: Path) -> Path | None:
+    """The variant ``dtype="auto"`` runs for ``bundle`` on this machine's CPU, made now if
+    missing (``oasr models pull`` makes it ahead); None when the bundle runs as it is there, or
+    when the variant could not be made (said in the log)."""
+    plan = plan_for(Path(bundle), torch.device("cpu"), "auto")
+    return _variant(Path(bundle), plan) if plan.variant else None
 
 
 Progress = Callable[[str, str], None]  # the hub's progress(step, message)
@@ -168,9 +186,10 @@ def load_pretrained(
     ``LoadedModel`` is returned as it is (after the task check). ``task`` (one of
     ``oasr.tasks.TASKS``): the model must declare that task's capability. ``architecture``: the
     converter or architecture a foreign checkpoint must be read as. ``device``: "auto" (None) is
-    the GPU when there is one. ``dtype``: None is fp16 on a GPU, fp32 on the CPU; "auto" is that
-    on a GPU and, on the CPU, the precision policy of ``oasr.precision`` (an int8 variant for
-    the families whose int8 accuracy was checked, made once); a dtype name is that dtype. ``offline``/``progress``: as
+    the GPU when there is one. ``dtype``: None, "auto", "stored", "float32", "float16",
+    "bfloat16" or "int8", resolved into a compute plan by ``oasr.precision.compute_plan`` (None:
+    the device's float default; "auto": that, and on the CPU int8 weights, a variant made once,
+    for the families whose int8 accuracy was checked). ``offline``/``progress``: as
     ``oasr.resolve_model``. ``cache``: keep the model for later calls with the same bundle, device
     and dtype (the process keeps a few); False loads a private copy.
     """
@@ -181,23 +200,18 @@ def load_pretrained(
     requested = str(name_or_path)
     bundle = _bundle_for(name_or_path, task, architecture, offline, progress)
     target = resolve_device(device)
-    full_precision = None
-    if dtype == "auto" and target.type == "cpu":
-        from .precision import cpu_choice
-
-        choice = cpu_choice(bundle)
-        if choice.quantized:
-            full_precision, bundle = bundle, choice.bundle
-    key = (str(bundle), _stamp(bundle), str(target), str(dtype))
+    cfg = _bundle.read_config(bundle)
+    plan = _plan(cfg, target, dtype)
+    runs = bundle  # the bundle whose weights run: ``bundle``, or the variant of it the plan asks for
+    if plan.variant:
+        runs = _variant(bundle, plan)
+        if runs is None:
+            runs, plan = bundle, plan.fallback
+    key = (str(runs), _stamp(runs), str(target), str(dtype))
     loaded = _CACHE.get(key) if cache else None
     if loaded is None:
-        loaded = _load_bundle(bundle, target, dtype)
-        if dtype == "auto" and target.type == "cpu" and loaded.quantization is not None:
-            from .precision import tune_for_cpu
-
-            tune_for_cpu(loaded.model)
-        if full_precision is not None:
-            loaded = dataclasses.replace(loaded, identity=_variant_identity(loaded, full_precision))
+        loaded = _load_bundle(runs, target, plan)
+        loaded.identity = _identity(bundle, cfg, loaded.capabilities, runs, plan)
         if cache:
             _CACHE.put(key, loaded)
     else:
@@ -205,6 +219,26 @@ def load_pretrained(
     identity = dataclasses.replace(loaded.identity, requested=requested)
     loaded = dataclasses.replace(loaded, identity=identity)
     return loaded.require(task) if task else loaded
+
+
+def _variant(bundle: Path, plan: ComputePlan) -> Path | None:
+    """The hub's variant of ``bundle`` that ``plan`` runs, made once; None where it cannot be
+    made and the plan falls back (a read-only cache, a full disk: it costs speed, not the run)."""
+    from .hub.variants import make_variant
+
+    try:
+        variant = make_variant(bundle, plan.weights)
+    except (OSError, OasrError) as e:
+        if plan.fallback is None:
+            raise
+        if isinstance(e, InputError):  # a model too small to have a layer worth quantizing
+            log.info("dtype auto: %s runs in %s (%s)", bundle, plan.fallback.dtype, e)
+        else:
+            log.warning("dtype auto: no %s variant of %s (%s); running it in %s", plan.weights, bundle, e, plan.fallback.dtype)
+        return None
+    if plan.fallback is not None:
+        log.info("dtype auto on this CPU: %s weights (%s); --dtype float32 keeps full precision", plan.weights, variant)
+    return variant
 
 
 def resolve_bundle(spec: str | Path, *, task: str | None = None, offline: bool | None = None, progress: Progress | None = None) -> Path:
@@ -235,7 +269,8 @@ def _stamp(bundle: Path) -> tuple:
     return tuple(out)
 
 
-def _load_bundle(path: Path, target: torch.device, dtype) -> LoadedModel:
+def _load_bundle(path: Path, target: torch.device, plan: ComputePlan) -> LoadedModel:
+    """``path`` loaded on ``target`` as ``plan`` says (the plan of this very bundle)."""
     from .models.architectures import model_entry
     from .models.weights import check_tensor_dtypes, check_weights, materialize_model, meta_model
 
@@ -258,14 +293,11 @@ def _load_bundle(path: Path, target: torch.device, dtype) -> LoadedModel:
 
         exact = stored_names(quantization)
         floats = {k: v for k, v in tensors.items() if k not in exact}
-    torch_dtype = resolve_dtype(dtype, target, check_tensor_dtypes(floats))
+    check_tensor_dtypes(floats)  # one float dtype, or the bundle is refused
     model = materialize_model(
-        cfg.architecture, config, tensors, device=target, dtype=torch_dtype, quantization=quantization, skeleton=skeleton
+        cfg.architecture, config, tensors, device=target, dtype=getattr(torch, plan.dtype), quantization=quantization, skeleton=skeleton
     )
-    if target.type == "cpu" and quantization is None and torch_dtype == torch.float32:
-        from .precision import pack_for_cpu
-
-        pack_for_cpu(model)
+    _run_plan_kernels(model, plan)
     return LoadedModel(
         model=model,
         config=config,
@@ -278,78 +310,49 @@ def _load_bundle(path: Path, target: torch.device, dtype) -> LoadedModel:
         tokenizer_files=_bundle.tokenizer_files(path, cfg.tokenizer),
         aux=cfg.aux,
         quantization=None if quantization is None else quantization.to_dict(),
-        identity=_identity(path, cfg, model),
     )
 
 
-def _identity(path: Path, cfg: _bundle.BundleConfig, model: OasrModel) -> ModelIdentity:
-    """Source and revision from the oasr cache's record of the bundle; a bundle outside the cache
-    is its own source, and its revision is the digest of the files it was converted from."""
+def _run_plan_kernels(model: OasrModel, plan: ComputePlan) -> None:
+    """The CPU kernels of ``plan`` on a materialised model: oneDNN's fp32 GEMM, bf16 attentions."""
+    if plan.onednn:
+        from .onednn import pack_linears
+
+        pack_linears(model)
+        log.info("float32 on this CPU: linear layers through oneDNN (torch's BLAS is slower here)")
+    if plan.attention_dtype is not None:
+        model.attend_in(getattr(torch, plan.attention_dtype), plan.attention_rows)
+        log.info("dtype auto on this CPU: the long attentions (%s) in %s", type(model).__name__, plan.attention_dtype)
+
+
+def _identity(bundle: Path, cfg: _bundle.BundleConfig, capabilities, runs: Path, plan: ComputePlan) -> ModelIdentity:
+    """Source and revision from the oasr cache's record of ``bundle``; a bundle outside the cache
+    is its own source, and its revision is the digest of the files it was converted from. A
+    variant the plan ran instead (``runs``) comes from what ``bundle`` came from."""
     from .hub.kinds import provenance_revision
     from .hub.resolve import bundle_origin
 
-    origin = bundle_origin(path) or {}
-    sha = origin.get("weights_sha256") or weights_sha256(path)
+    origin = bundle_origin(bundle) or {}
+    sha = origin.get("weights_sha256") or _cache.bundle_sha256(bundle)
     if origin:
         source = origin.get("origin", "")
         revision = provenance_revision(origin)  # the record's, else what its source kind derives
     else:
-        source = str(path)
+        source = str(bundle)
         files = cfg.provenance.source_files
         digest = hashlib.sha256("".join(f"{k}\0{v}\n" for k, v in sorted(files.items())).encode()).hexdigest()
         revision = f"sources-{digest[:12]}" if files else f"bundle-{sha[:12]}"
+    if plan.variant:
+        sha, revision = _cache.bundle_sha256(runs), f"{revision}+{plan.weights}"
     return ModelIdentity(
-        requested=str(path),
+        requested=str(bundle),
         source=source,
-        bundle=str(path),
+        bundle=str(runs),
         bundle_sha256=sha,
         revision=revision,
         architecture=cfg.architecture,
-        capabilities=tuple(sorted(model.capabilities)),
+        capabilities=tuple(sorted(capabilities)),
     )
-
-
-def _variant_identity(variant: LoadedModel, full_precision: Path) -> ModelIdentity:
-    """A variant made by ``dtype="auto"`` comes from what its full-precision bundle came from."""
-    cfg = _bundle.read_config(full_precision)
-    origin = _identity(full_precision, cfg, variant.model)
-    return dataclasses.replace(
-        variant.identity, source=origin.source, revision=f"{origin.revision}+{variant.quantization['scheme']}"
-    )
-
-
-_HASHES: dict[tuple[str, int, int], str] = {}
-
-
-def weights_sha256(bundle: Path) -> str:
-    """sha256 of a bundle's model.safetensors. Bundles of the oasr cache have it in their record;
-    any other bundle is hashed once per file version and the result kept beside the oasr cache
-    (``hashes/``), so a large bundle given by path is not re-read by every process."""
-    import json
-
-    from .hub.cache import cache_root
-    from .io.files import atomic_write_text
-
-    weights = (Path(bundle) / _bundle.WEIGHTS_NAME).resolve()
-    st = weights.stat()
-    key = (str(weights), st.st_size, st.st_mtime_ns)
-    if key in _HASHES:
-        return _HASHES[key]
-    memo = cache_root() / "hashes" / f"{hashlib.sha256(str(weights).encode()).hexdigest()[:24]}.json"
-    try:
-        stored = json.loads(memo.read_text(encoding="utf-8"))
-        if [stored.get("path"), stored.get("size"), stored.get("mtime_ns")] == list(key):
-            _HASHES[key] = stored["sha256"]
-            return _HASHES[key]
-    except (OSError, ValueError, KeyError, AttributeError):
-        pass
-    sha = _HASHES[key] = _bundle.weights_sha256(bundle)
-    try:
-        memo.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(memo, json.dumps({"path": key[0], "size": key[1], "mtime_ns": key[2], "sha256": sha}) + "\n")
-    except OSError as e:  # a read-only cache costs a re-hash next time, nothing else
-        log.debug("could not keep the sha256 of %s: %s", weights, e)
-    return sha
 
 
 class _LoadedCache:
@@ -400,6 +403,6 @@ __all__ = [
     "from_pretrained",
     "clear_cache",
     "resolve_device",
-    "resolve_dtype",
-    "weights_sha256",
+    "plan_for",
+    "cpu_variant",
 ]

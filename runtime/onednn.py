@@ -1,8 +1,7 @@
 """fp32 linear maps through oneDNN's GEMM on the CPU, on weights packed once (``torch.ops.mkldnn``,
-the path torch's own CPU compiler takes). Where torch's BLAS (MKL) runs on a CPU not made by
-Intel, oneDNN ran these shapes 2.4-3x faster (AMD Zen 5, 2 threads: a 1500x512x2048 layer 7.1 ms
-against 16.9, a 5-row 2048-wide one 0.05 ms against 0.14); ``oasr.precision.onednn_fp32`` says
-where. A packed copy costs the weight's size again in memory."""
+the path torch's own CPU compiler takes). The compute plan (``oasr.precision``) asks for it on
+CPUs not made by Intel, where torch's BLAS (MKL) is slower (``benchmarks/precision.md``). A
+packed copy costs the weight's size again in memory."""
 
 from __future__ import annotations
 
@@ -10,8 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-# The rows oneDNN's packed layout is chosen for: packings for 8 to 1500 rows ran alike at 1 to
-# 1500 rows on Whisper base's shapes (one packed for 1 row was up to 2x slower).
+# The rows oneDNN's packed layout is chosen for (any of 8 to 1500 ran alike; benchmarks/precision.md).
 ROWS = 64
 
 

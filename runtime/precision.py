@@ -1,177 +1,114 @@
-"""``dtype="auto"`` on a CPU: the fastest compute type that holds accuracy there.
+"""Precision as a plan: what a model runs in, from what was asked, what is stored, the device and the CPU.
 
-The choice, per model family, from measurements (``benchmarks/transcribe.py``, Whisper base,
-beam 5, 2 threads of an AVX-512 VNNI/BF16 CPU, in process; WER with tests/wer.py):
+``compute_plan`` is one pure function of plain data (no probing, no files): ``oasr.loading``
+gathers its inputs (the bundle's config, ``oasr.cpu.this_cpu()``), asks it, and executes the
+plan it returns. The rules, each measured (the figures: ``benchmarks/precision.md``):
 
-- **int8 weights** (the quantized path of ``oasr quantize``) for the families that declare
-  ``auto_int8_on_cpu``. Whisper base: jfk.wav 0.79 s vs 1.32 s fp32 (WER 0 / 0), sample.wav
-  3.5 s vs 13.6 s (WER 16.0% / 28.4%: fp32 falls back to sampling there), 3 minutes of the two
-  alternated 21.8 s vs 28.8 s (WER 13.2% / 12.8%). The int8 variant of a full-precision bundle
-  is made on first use (about a second for base) and kept: beside the bundle in the oasr cache
-  (``<key>.int8``, removed with it by ``oasr models rm``), or under ``variants/`` of the cache,
-  keyed by the bundle's sha256, for a bundle given by path.
-- **bf16 attention** beside those int8 weights where the CPU multiplies bf16 natively (AMX-BF16
-  or AVX-512 BF16): the attentions over the audio (Whisper's encoder self-attention and the
-  decoder's cross-attention, whose keys and values are then kept in bf16, half the memory a
-  decoding step reads) run in bf16; the rest stays fp32. Whisper base, 2 threads, AMX: the
-  encoder 0.32 s a window against 0.40 s, a beam-5 step 15.0 ms against 16.5, 8 windows batched
-  11.1 s against 13.9 s on the 5-minute concatenation (WER 15.3% / 16.0%); AVX-512 BF16 without
-  AMX (AMD Zen 5): sample.wav 2.77 s against 3.03 s (medians of 5, the same 205 tokens), and
-  the encoder's attention as explicit bf16 products (SDPA's fused kernel gains nothing from bf16
-  there) 0.167 s a window against 0.272. It moves the model less than int8 does: on
-  sample.wav's first window the encoder output keeps a cosine of 0.99994 with fp32 (int8:
-  0.9988) and the logits 0.999997.
-- **fp32** otherwise. A bf16 model is never picked: on the same CPU it ran Whisper base at 0.98x,
-  0.89x and 0.76x of fp32's speed on those three files, and its sample.wav WER was 75%
-  (``--dtype bfloat16`` still runs it).
-
-``--dtype float32`` (or any explicit dtype) keeps full precision; the choice is logged.
+- ``auto`` on a CPU runs int8 weights, an int8 variant of a full-precision bundle made once by
+  the hub, for the families that declare ``auto_int8_on_cpu``;
+- beside int8 weights, the long attentions (a family's ``bf16_attention``) run in bf16 where the
+  CPU multiplies bf16 natively (AMX-BF16 or AVX-512 BF16); without AMX tiles, which SDPA's fused
+  kernel uses, as explicit products over ``ATTENTION_ROWS`` query rows at a time;
+- a bf16 model is never picked on a CPU: slower than fp32 there and less accurate;
+- fp32 linear maps go through oneDNN's GEMM on a CPU not made by Intel (torch's MKL is slower
+  there), at the cost of the fp32 weights' size again in memory;
+- on a GPU the float parts run in fp16 (bf16 when stored so); an explicit dtype is that dtype.
 """
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
-from pathlib import Path
 
-from .errors import InputError, OasrError
-from .io import bundle as _bundle
+from .cpu import CpuInfo
+from .errors import InputError
 
-log = logging.getLogger("oasr")
-
-VARIANT_SCHEME = "int8"
-VARIANT_SUFFIX = ".int8"
+FLOATS = ("float32", "float16", "bfloat16")
+ASKED = ("auto", "stored", *FLOATS, "int8")
+VARIANT_SCHEME = "int8"  # the scheme of the variant ``auto`` and ``int8`` run
+# Query rows per block of the bf16 attentions without AMX: 100 and 200 ran alike on Whisper base.
+ATTENTION_ROWS = 100
+_NATIVE_BF16 = frozenset({"amx_bf16", "avx512_bf16"})
 
 
 @dataclass(frozen=True)
-class CpuChoice:
-    """What ``auto`` runs on a CPU: ``bundle`` (maybe an int8 variant), its float parts in fp32."""
+class Stored:
+    """What a bundle holds, and what its family declares it can do on a CPU."""
 
-    bundle: Path
-    quantized: bool  # an int8 variant replaced the full-precision bundle
-
-
-def wants_int8(bundle: Path) -> bool:
-    """Whether ``auto`` on a CPU runs ``bundle`` as int8 (a full-precision bundle of a family
-    whose int8 accuracy was checked)."""
-    from .models.architectures import model_entry
-
-    cfg = _bundle.existing_config(bundle)
-    if cfg is None:
-        return False  # not a bundle (loading says what it is)
-    if cfg.quantization is not None:
-        return False  # already quantized: used as it is
-    model_cls = model_entry(cfg.architecture).model_cls
-    return bool(getattr(model_cls, "auto_int8_on_cpu", False)) and model_cls.quant_refusal is None
+    dtype: str  # the float dtype of the stored weights ("float32", ...)
+    scheme: str | None = None  # the quantization scheme of a quantized bundle; None: full precision
+    auto_int8: bool = False  # the family runs int8 under auto on a CPU (``auto_int8_on_cpu``)
+    quantizable: bool = False  # the family has validated quantization rules (``quant_refusal`` is None)
+    bf16_attention: bool = False  # the family can run its long attentions in bf16 (``attend_in``)
+    refusal: str = ""  # why the family cannot be quantized, when it cannot
 
 
-def variant_path(bundle: Path) -> Path:
-    """Where the int8 variant of ``bundle`` lives (made or not)."""
-    from .hub.cache import cache_root
-    from .loading import weights_sha256
+@dataclass(frozen=True)
+class ComputePlan:
+    """How a bundle runs: the weights, the float dtype and the CPU kernels."""
 
-    bundle = Path(bundle).resolve()
-    root = cache_root().resolve()
-    if bundle.is_relative_to(root / "bundles"):
-        return bundle.with_name(bundle.name + VARIANT_SUFFIX)
-    return root / "variants" / f"{weights_sha256(bundle)[:24]}{VARIANT_SUFFIX}"
-
-
-def _current(variant: Path, bundle: Path) -> bool:
-    """``variant`` is a complete int8 bundle quantized from these very weights."""
-    from .loading import weights_sha256
-
-    cfg = _bundle.existing_config(variant)
-    if cfg is None or cfg.quantization is None or not (variant / _bundle.WEIGHTS_NAME).is_file():
-        return False
-    return cfg.quantization.get("scheme") == VARIANT_SCHEME and cfg.quantization.get("source_sha256") == weights_sha256(bundle)
+    dtype: str  # the float parts (every float tensor): "float32", "float16" or "bfloat16"
+    weights: str | None = None  # the scheme of the integer weights that run; None: float weights
+    variant: bool = False  # the weights come from the hub's variant of the bundle (oasr.hub.variants)
+    attention_dtype: str | None = None  # "bfloat16": the long attentions in bf16 (``model.attend_in``)
+    attention_rows: int | None = None  # ... as explicit products over this many query rows (no AMX)
+    onednn: bool = False  # the fp32 linear maps through oneDNN's GEMM (``oasr.onednn.pack_linears``)
+    fallback: ComputePlan | None = None  # what runs when the variant cannot be made; None: the error stands
 
 
-def int8_variant(bundle: Path) -> Path:
-    """The int8 variant of the full-precision ``bundle``, made now if missing or stale."""
-    from .quant.quantize import quantize
+def compute_plan(asked: str | None, stored: Stored, device: str, cpu: CpuInfo | None = None) -> ComputePlan:
+    """The plan for a bundle that holds ``stored``, asked as ``asked`` on ``device`` ("cpu",
+    "cuda", ...), with ``cpu`` the host CPU (needed when ``device`` is "cpu").
 
-    variant = variant_path(bundle)
-    if not _current(variant, bundle):
-        log.info("dtype auto: making the int8 variant of %s at %s (once)", bundle, variant)
-        variant.parent.mkdir(parents=True, exist_ok=True)
-        quantize(bundle, variant, scheme=VARIANT_SCHEME, force=True)
-    return variant
+    ``asked``:
 
-
-def cpu_choice(bundle: Path) -> CpuChoice:
-    """What ``auto`` runs on the CPU for ``bundle``; logged with the flag that overrides it.
-
-    A variant that cannot be made (a read-only cache, a full disk) costs speed, not the run: the
-    full-precision bundle is used, with a warning.
+    - ``None``: not asked. It means one thing on every device: the device's float default
+      (fp32 on a CPU; fp16 on a GPU, bf16 when stored so) with the weights as stored, and the
+      CPU kernels that keep the same numbers (oneDNN's fp32 GEMM). What ``load_pretrained`` and
+      ``from_pretrained`` give by default: the model as converted.
+    - ``"auto"``: ``None``, plus the speed policy of the module docstring where the device has
+      one (on a CPU: int8 weights and bf16 attentions for the families measured to hold their
+      accuracy so). What every command and pipeline asks by default.
+    - ``"stored"``: the float dtype of the weights; ``"float32"``/``"float16"``/``"bfloat16"``:
+      that dtype (a quantized bundle keeps its integer weights).
+    - ``"int8"``: int8 weights (the hub's variant of a full-precision bundle, made once) with
+      the device's float default and nothing else changed; an error for a family without
+      validated quantization rules or a bundle quantized otherwise.
     """
-    bundle = Path(bundle)
-    if not wants_int8(bundle):
-        return CpuChoice(bundle, quantized=False)
-    try:
-        variant = int8_variant(bundle)
-    except InputError as e:  # a model too small to have a layer worth quantizing
-        log.info("dtype auto: %s runs in float32 (%s)", bundle, e)
-        return CpuChoice(bundle, quantized=False)
-    except (OSError, OasrError) as e:
-        log.warning("dtype auto: no int8 variant of %s (%s); running it in float32", bundle, e)
-        return CpuChoice(bundle, quantized=False)
-    log.info("dtype auto on this CPU: int8 weights (%s); --dtype float32 keeps full precision", variant)
-    return CpuChoice(variant, quantized=True)
+    on_cpu = device == "cpu"
+    if on_cpu and cpu is None:
+        raise ValueError("a plan for the CPU needs the CPU (oasr.cpu.this_cpu())")
+    if asked not in (None, *ASKED):
+        raise InputError(f"unknown dtype {asked!r}; choose {', '.join(ASKED)}")
+    if asked in FLOATS or asked == "stored":
+        dtype = stored.dtype if asked == "stored" else asked
+    elif on_cpu:
+        dtype = "float32"  # bf16 models are slower on CPUs, fp16 has no CPU kernels worth it
+    else:
+        dtype = "bfloat16" if stored.dtype == "bfloat16" else "float16"
+    weights = _as_stored(dtype, stored, on_cpu, cpu)
+    if asked == "int8":
+        if stored.scheme not in (None, VARIANT_SCHEME):
+            raise InputError(f"dtype int8: this bundle is quantized {stored.scheme}; load its full-precision source")
+        if stored.scheme is None and not stored.quantizable:
+            raise InputError(f"dtype int8: this model cannot be quantized ({stored.refusal})")
+        return ComputePlan(dtype, weights=VARIANT_SCHEME, variant=stored.scheme is None)
+    if asked != "auto" or not on_cpu:
+        return weights
+    if stored.scheme is None and not (stored.auto_int8 and stored.quantizable):
+        return weights  # a family whose int8 accuracy was not checked stays float
+    rows = None if "amx_bf16" in cpu.flags else ATTENTION_ROWS
+    bf16 = stored.bf16_attention and bool(_NATIVE_BF16 & cpu.flags)
+    return ComputePlan(
+        dtype,
+        weights=stored.scheme or VARIANT_SCHEME,
+        variant=stored.scheme is None,
+        attention_dtype="bfloat16" if bf16 else None,
+        attention_rows=rows if bf16 else None,
+        fallback=weights if stored.scheme is None else None,
+    )
 
 
-def native_bf16() -> bool:
-    """The CPU multiplies bf16 in hardware (AMX tiles or AVX-512 BF16 dot products)."""
-    from .quant.modules import cpu_flags
-
-    return bool({"amx_bf16", "avx512_bf16"} & cpu_flags())
-
-
-# Query rows per block of the audio attentions where the CPU has AVX-512 BF16 but no AMX: the
-# encoder 1.6x faster than SDPA there (Whisper base: 0.167 s a window against 0.272, AMD Zen 5);
-# 100 and 200 rows ran alike on random 1500-frame inputs.
-ATTENTION_ROWS = 100
-
-
-def tune_for_cpu(model) -> None:
-    """``auto`` on a CPU, once a quantized model is loaded: its long attentions (Whisper's encoder
-    and cross-attention, ``attend_in``) in bf16 where the CPU multiplies bf16 natively; without
-    AMX tiles, which SDPA's fused kernel uses, as explicit bf16 products."""
-    if hasattr(model, "attend_in") and native_bf16():
-        import torch
-
-        from .quant.modules import cpu_flags
-
-        rows = None if "amx_bf16" in cpu_flags() else ATTENTION_ROWS
-        model.attend_in(torch.bfloat16, rows)
-        log.info("dtype auto on this CPU: the encoder's and the cross-attention in bfloat16")
-
-
-def onednn_fp32() -> bool:
-    """fp32 GEMMs through oneDNN rather than torch's BLAS (MKL) on this CPU: where the CPU is not
-    Intel's, MKL's ran 2.4-3x slower (AMD Zen 5, 2 threads, Whisper base's shapes: an encoder MLP
-    layer 17 ms against 7 ms, a beam-5 step's 2048-wide layer 0.14 ms against 0.05, the token
-    table at 40 rows 18.6 ms against 6.1)."""
-    import torch
-
-    from .quant.modules import cpu_vendor
-
-    return cpu_vendor() not in ("GenuineIntel", "") and torch.backends.mkldnn.is_available()
-
-
-def pack_for_cpu(model) -> None:
-    """An fp32 model loaded on the CPU: its linear maps through oneDNN where ``onednn_fp32``
-    (``oasr.onednn.pack_linears``). The packed copies cost the fp32 weights' size again in memory
-    (Whisper base: about 180 MB more RSS)."""
-    if onednn_fp32():
-        from .onednn import pack_linears
-
-        pack_linears(model)
-        log.info("float32 on this CPU: linear layers through oneDNN (torch's BLAS is slower here)")
-
-
-def make_variants(bundle: Path) -> Path | None:
-    """At ``oasr models pull``: the int8 variant ``auto`` would use on a CPU, made ahead; None
-    when the model runs in float there (or the variant could not be made: said in the log)."""
-    choice = cpu_choice(Path(bundle))
-    return choice.bundle if choice.quantized else None
+def _as_stored(dtype: str, stored: Stored, on_cpu: bool, cpu: CpuInfo | None) -> ComputePlan:
+    """The bundle's own weights in ``dtype``: oneDNN's fp32 GEMM off Intel for float weights."""
+    onednn = on_cpu and stored.scheme is None and dtype == "float32" and cpu.onednn
+    return ComputePlan(dtype, weights=stored.scheme, onednn=onednn and cpu.vendor not in ("GenuineIntel", ""))

@@ -1,22 +1,11 @@
 """CPU threads: how many torch uses, how its OpenMP workers wait, and fitting the count to the load.
 
-torch's CPU build runs its kernels on GNU OpenMP workers. A decoding step is hundreds of short
-parallel regions with a few microseconds between them, so how an idle worker waits decides the
-step's speed (Whisper base int8, one beam-5 step, 2 threads of an idle 2-core CPU):
+Two rules; the measurements behind them are in ``benchmarks/threads.md``:
 
-- sleeping at once (``OMP_WAIT_POLICY=PASSIVE``): 24.1 ms, every region pays a wake-up;
-- spinning 10,000 times first (``GOMP_SPINCOUNT=10000``, a few tens of microseconds): 14.2 ms;
-- libgomp's default, 300,000 spins: as fast when idle, but when another process holds a core the
-  spinning worker takes turns from it and every region waits for the worker that is not
-  scheduled (Piper synthesis was measured 6.4x slower that way).
-
-So every oasr command sets the short spin before torch loads (``OMP_WAIT_POLICY`` or
-``GOMP_SPINCOUNT`` set by the user win). A short spin still loses when a core is taken: the step
-above took 46 ms with one of the 2 cores kept busy, against 22 ms on one thread. So the thread
-count follows the load: ``--threads N`` (default: the cores) is the most it uses, and
-``fit_threads`` gives the cores less those other processes kept busy since it last looked
-(``/proc/stat`` less this process's own CPU time) when that is fewer; long jobs call it between
-windows.
+- every command sets a short OpenMP spin (``GOMP_SPINCOUNT=10000``) before torch loads, unless
+  the user set ``OMP_WAIT_POLICY`` or ``GOMP_SPINCOUNT`` (``apply_wait_policy``);
+- the thread count follows the load: at most ``--threads N`` (default: the cores), fewer while
+  other processes keep cores busy (``fit_threads``, called between windows).
 """
 
 from __future__ import annotations
@@ -27,10 +16,11 @@ import sys
 import time
 from dataclasses import dataclass
 
+from . import cpu
+
 log = logging.getLogger("oasr")
 
 WAIT_VARIABLES = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
-CGROUP_CPU_MAX = "/sys/fs/cgroup/cpu.max"
 PROC_STAT = "/proc/stat"
 DEFAULT_SPIN_COUNT = "10000"
 MIN_INTERVAL = 0.1  # seconds between two looks at the load: /proc/stat counts in 10 ms ticks
@@ -54,36 +44,8 @@ def apply_wait_policy() -> bool:
     return True
 
 
-def available_cores() -> int:
-    """The cores this process may run on: its CPU affinity, capped by a cgroup CPU quota
-    (a container limited to 2 CPUs of a 64-core host gets 2, not 64)."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # not Linux
-        cores = os.cpu_count() or 1
-    quota = _cgroup_cpu_quota()
-    if quota is not None:
-        cores = min(cores, quota)
-    return max(1, cores)
-
-
-def _cgroup_cpu_quota(path: str = CGROUP_CPU_MAX) -> int | None:
-    """cgroup v2 ``cpu.max`` ("max 100000" or "200000 100000") as whole CPUs, rounded up."""
-    try:
-        with open(path, encoding="ascii") as f:
-            quota, period = f.read().split()[:2]
-    except (OSError, ValueError):
-        return None
-    if quota == "max":
-        return None
-    try:
-        return max(1, -(-int(quota) // int(period)))
-    except (ValueError, ZeroDivisionError):
-        return None
-
-
 def set_threads(threads: int | None = None) -> int:
-    """Use at most ``threads`` CPU threads for torch's kernels (None: ``available_cores()``);
+    """Use at most ``threads`` CPU threads for torch's kernels (None: ``cpu.available_cores()``);
     returns the count in use.
 
     The count is that, or fewer: the cores other processes kept busy since ``apply_wait_policy``
@@ -99,7 +61,7 @@ def set_threads(threads: int | None = None) -> int:
         _most = None
         count = _user_count()
     else:
-        _most = available_cores() if threads is None else int(threads)
+        _most = cpu.available_cores() if threads is None else int(threads)
         count = _fitted(_most, _most)
         _use(count)
     log.info("%d CPU thread(s) for the models", count)
@@ -110,7 +72,7 @@ def _user_count() -> int:
     try:
         return max(1, int(os.environ["OMP_NUM_THREADS"].split(",")[0]))
     except ValueError:
-        return available_cores()
+        return cpu.available_cores()
 
 
 def fit_threads() -> int | None:
@@ -161,7 +123,7 @@ def _fitted(most: int, unmeasured: int) -> int:
         return unmeasured
     others = max(0.0, (now.busy - _last.busy) - (now.own - _last.own)) / (now.wall - _last.wall)
     _last = now
-    return max(1, min(most, available_cores() - int(others + 0.5)))
+    return max(1, min(most, cpu.available_cores() - int(others + 0.5)))
 
 
 def _watched_cpus() -> set[int] | None:
@@ -172,7 +134,7 @@ def _watched_cpus() -> set[int] | None:
         cpus = set(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # not Linux
         return None
-    quota = _cgroup_cpu_quota()
+    quota = cpu.cgroup_cpu_quota()
     return None if quota is not None and quota < len(cpus) else cpus
 
 

@@ -94,19 +94,21 @@ def test_task_capability_and_passthrough(tiny_bundle):
 
 
 def test_weights_sha256_is_kept_beside_the_cache(tiny_bundle, monkeypatch):
-    sha = loading.weights_sha256(tiny_bundle)
+    from oasr.hub import cache
+
+    sha = cache.bundle_sha256(tiny_bundle)
     assert sha == _sha(tiny_bundle)
-    loading._HASHES.clear()  # a new process: the kept value is read, the file is not hashed
+    cache._HASHES.clear()  # a new process: the kept value is read, the file is not hashed
 
     def no_hashing(path):
         raise AssertionError("hashed again")
 
-    monkeypatch.setattr(loading._bundle, "weights_sha256", no_hashing)
-    assert loading.weights_sha256(tiny_bundle) == sha
+    monkeypatch.setattr(cache, "sha256_file", no_hashing)
+    assert cache.bundle_sha256(tiny_bundle) == sha
     monkeypatch.undo()
-    loading._HASHES.clear()
+    cache._HASHES.clear()
     state = torch.zeros(3)
     from safetensors.torch import save_file
 
     save_file({"x": state}, str(tiny_bundle / "model.safetensors"))  # changed bytes: hashed anew
-    assert loading.weights_sha256(tiny_bundle) == _sha(tiny_bundle) != sha
+    assert cache.bundle_sha256(tiny_bundle) == _sha(tiny_bundle) != sha

@@ -1,5 +1,5 @@
 """fp32 on a CPU not made by Intel: Whisper's linear maps run through oneDNN's GEMM on weights
-packed once at load (``oasr.precision.pack_for_cpu``); the same model, the same outputs."""
+packed once at load (the compute plan of ``oasr.precision``); the same model, the same outputs."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ torch = pytest.importorskip("torch")
 import oasr  # noqa: E402
 from oasr import onednn  # noqa: E402
 from oasr.models import whisper as W  # noqa: E402
-from oasr.quant import modules  # noqa: E402
+from oasr import cpu  # noqa: E402
 
 
 def _packed(model) -> list:
@@ -26,7 +26,7 @@ def _logits(model, n_mels: int) -> torch.Tensor:
 
 
 def _load(bundle, monkeypatch, vendor: str, dtype: str = "float32"):
-    monkeypatch.setattr(modules, "cpu_vendor", lambda: vendor)
+    monkeypatch.setattr(cpu, "vendor", lambda: vendor)
     return oasr.load_pretrained(bundle, device="cpu", dtype=dtype, cache=False).model
 
 

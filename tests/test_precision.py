@@ -11,7 +11,7 @@ import pytest
 
 import oasr
 from oasr import precision
-from oasr.precision import variant_path
+from oasr.hub.cache import variant_path
 from wer import wer
 
 
@@ -68,7 +68,7 @@ def test_a_changed_bundle_gets_a_new_variant(whisper_copy, tiny_en_bundle):
     _perturb(whisper_copy)
     second = oasr.load_pretrained(whisper_copy, device="cpu", dtype="auto", cache=False)
     assert second.quantization["source_sha256"] != first.quantization["source_sha256"]
-    assert second.quantization["source_sha256"] == oasr.loading.weights_sha256(whisper_copy)
+    assert second.quantization["source_sha256"] == oasr.hub.cache.bundle_sha256(whisper_copy)
 
 
 def test_the_variant_of_a_cached_model_lies_beside_it_and_goes_with_it(tiny_en_bundle, tmp_path, monkeypatch):
@@ -121,9 +121,9 @@ def test_auto_runs_the_audio_attentions_in_bf16_where_the_cpu_multiplies_bf16(sh
     self-attention and every explicit dtype."""
     import torch
 
-    from oasr.quant import modules
+    from oasr import cpu
 
-    monkeypatch.setattr(modules, "cpu_flags", lambda: frozenset(flags))
+    monkeypatch.setattr(cpu, "flags", lambda: frozenset(flags))
     auto = oasr.load_pretrained(shared_copy, device="cpu", dtype="auto", cache=False).model
     assert _attention_dtypes(auto) == {torch.bfloat16 if expected else None}
     assert {block.attn.attention_dtype for block in auto.decoder.blocks} == {None}
@@ -156,8 +156,12 @@ def test_bf16_attention_moves_the_model_far_less_than_int8(shared_copy, jfk_wav)
 
 
 def test_families_without_checked_int8_rules_stay_float(tmp_path):
+    import torch
+
     from crepe_refs import crepe_weights
-    from oasr.precision import wants_int8
+
+    def wants_int8(bundle) -> bool:  # dtype auto on a CPU runs an int8 variant of it
+        return oasr.loading.plan_for(bundle, torch.device("cpu"), "auto").variant
 
     bundle = tmp_path / "crepe"
     oasr.convert([crepe_weights("tiny")], bundle)

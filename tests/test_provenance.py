@@ -41,7 +41,7 @@ def _check(provenance: dict, asked: str, bundle: Path, source: str | None = None
     """``bundle``'s weights made the result: itself, or on a CPU under --dtype auto its int8
     variant (oasr.precision), which records the sha256 of the bundle it was quantized from."""
     from oasr.io.bundle import read_config
-    from oasr.precision import variant_path
+    from oasr.hub.cache import variant_path
 
     assert provenance["model"] == asked
     if provenance["revision"].endswith("+int8"):

@@ -11,25 +11,25 @@ import pytest
 import soundfile as sf
 import torch
 
-from oasr import threads
+from oasr import cpu, threads
 from oasr_cli.main import app
 
 
 def test_the_cores_a_process_may_use(monkeypatch, tmp_path):
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
     quota = tmp_path / "cpu.max"
-    monkeypatch.setattr(threads, "CGROUP_CPU_MAX", str(quota))
-    monkeypatch.setattr(threads._cgroup_cpu_quota, "__defaults__", (str(quota),))
-    assert threads.available_cores() == 4  # no cgroup file: the affinity
+    monkeypatch.setattr(cpu, "CGROUP_CPU_MAX", str(quota))
+    monkeypatch.setattr(cpu.cgroup_cpu_quota, "__defaults__", (str(quota),))
+    assert cpu.available_cores() == 4  # no cgroup file: the affinity
     quota.write_text("max 100000\n")
-    assert threads.available_cores() == 4
+    assert cpu.available_cores() == 4
     quota.write_text("150000 100000\n")  # 1.5 CPUs of quota: 2 threads
-    assert threads.available_cores() == 2
+    assert cpu.available_cores() == 2
     quota.write_text("50000 100000\n")
-    assert threads.available_cores() == 1
+    assert cpu.available_cores() == 1
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {3}, raising=False)
     quota.write_text("max 100000\n")
-    assert threads.available_cores() == 1
+    assert cpu.available_cores() == 1
 
 
 def test_threads_is_on_every_command_that_runs_a_model():
@@ -108,7 +108,7 @@ def fake_load(monkeypatch, tmp_path, restore_threads):
     state = {"wall": 100.0, "own": 5.0, "rows": {0: (0, 0), 1: (0, 0), 2: (0, 0)}}
     hz = os.sysconf("SC_CLK_TCK")
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
-    monkeypatch.setattr(threads, "_cgroup_cpu_quota", lambda path=None: None)
+    monkeypatch.setattr(cpu, "cgroup_cpu_quota", lambda path=None: None)
     monkeypatch.setattr(threads, "_USER_OMP_THREADS", False)
     monkeypatch.setattr(threads, "_most", None)
     monkeypatch.setattr(threads.time, "monotonic", lambda: state["wall"])

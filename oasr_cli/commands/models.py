@@ -145,14 +145,13 @@ def pull(offline: OfflineOpt = False, accept_license: AcceptLicenseOpt = False, 
     Nothing is fetched when the bundle is cached already. Pulls of one model at once are safe: one fetches, the others wait. On a machine without a GPU, the int8 variant that --dtype auto runs there (Whisper) is made too.
     """
     from oasr.hub.resolve import bundle_origin, resolve_model
-    from oasr.loading import resolve_device
-    from oasr.precision import make_variants
+    from oasr.loading import cpu_variant, resolve_device
 
     with hub_progress(interactive(report.quiet)) as progress:
         path = resolve_model(
             lookup.name, **lookup.scope, offline=True if offline else None, accept_license=accept_license, progress=progress
         )
-    variant = make_variants(path) if resolve_device("auto").type == "cpu" else None
+    variant = cpu_variant(path) if resolve_device("auto").type == "cpu" else None
     if report.json_out:
         print_json({"name": lookup.name, "bundle": str(path), "origin": bundle_origin(path), "int8_variant": str(variant) if variant else None})
     else:

@@ -205,9 +205,10 @@ class _Run:
         """The sha256 of each model's weights, resolving (not loading) them."""
         if not self.work.models:
             return []
-        from ..loading import resolve_bundle, weights_sha256
+        from ..hub.cache import bundle_sha256
+        from ..loading import resolve_bundle
 
-        return [weights_sha256(resolve_bundle(name, task=task)) for name, task in self.work.models]
+        return [bundle_sha256(resolve_bundle(name, task=task)) for name, task in self.work.models]
 
     def _key(self, shas: list[str], options: Any) -> str:
         blob = {

@@ -5,6 +5,9 @@
     <root>/bundles/<name>/<key>/        a native bundle (<key>: hf-<commit12>[-as-<arch>], pypi-<sha12>, sha-<sha12>)
     <root>/bundles/<name>/<key>.json    its record: where it came from, the source hashes, when
     <root>/locks/<name>.lock            one file lock per model: one process fetches and converts it
+    <root>/bundles/<name>/<key>.int8/   its int8 variant (what dtype auto runs on a CPU; oasr.hub.variants makes it), removed with it
+    <root>/variants/<sha24>.int8/       the int8 variant of a bundle given by path, keyed by its weights' sha256
+    <root>/hashes/<path-sha24>.json     the sha256 of a bundle's weights given by path, kept per file version
     <root>/tmp/<pid>-<random>/          staging for downloads and conversions, removed afterwards
 
 ``<root>`` is ``OASR_CACHE``, else the platform's user cache folder. A bundle counts as cached when
@@ -16,6 +19,7 @@ JSON file and hashes nothing. This module imports nothing heavy (filelock only w
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
 import os
@@ -28,12 +32,13 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from ..errors import InputError
-from ..io.files import atomic_write_text, process_alive
+from ..io.files import atomic_write_text, process_alive, sha256_file
 
 log = logging.getLogger("oasr")
 
 CACHE_ENV = "OASR_CACHE"
 CONFIG_NAME = "oasr_config.json"  # oasr.io.bundle.CONFIG_NAME, repeated: oasr.io.bundle imports torch
+WEIGHTS_NAME = "model.safetensors"  # oasr.io.bundle.WEIGHTS_NAME, likewise
 RECORD_VERSION = 1
 
 
@@ -199,7 +204,7 @@ def remove_entry(root: Path, name: str, key: str) -> Path | None:
     if not bundle.exists():
         return None
     _remove_tree(root, bundle)
-    for variant in bundle.parent.glob(f"{bundle.name}.*"):  # what --dtype auto made of it (oasr.precision)
+    for variant in bundle.parent.glob(f"{bundle.name}.*"):  # its variants (variant_path)
         if variant.is_dir():
             _remove_tree(root, variant)
     with contextlib.suppress(OSError):
@@ -284,3 +289,57 @@ def fingerprint(path: Path) -> list:
             st = p.stat()
             out.append([p.name, st.st_size, st.st_mtime_ns])
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# the sha256 of a bundle's weights, and the variants made from them
+
+_HASHES: dict[tuple[str, int, int], str] = {}
+
+
+def bundle_sha256(bundle: Path) -> str:
+    """sha256 of a bundle's model.safetensors, hashed once per file version: the result is kept
+    beside the oasr cache (``hashes/``), so a large bundle given by path is not re-read by every
+    process. (A cached bundle's record has it too, as ``weights_sha256``.)"""
+    weights = (Path(bundle) / WEIGHTS_NAME).resolve()
+    st = weights.stat()
+    key = (str(weights), st.st_size, st.st_mtime_ns)
+    if key in _HASHES:
+        return _HASHES[key]
+    memo = cache_root() / "hashes" / f"{hashlib.sha256(str(weights).encode()).hexdigest()[:24]}.json"
+    try:
+        stored = json.loads(memo.read_text(encoding="utf-8"))
+        if [stored.get("path"), stored.get("size"), stored.get("mtime_ns")] == list(key):
+            _HASHES[key] = stored["sha256"]
+            return _HASHES[key]
+    except (OSError, ValueError, KeyError, AttributeError):
+        pass
+    sha = _HASHES[key] = sha256_file(weights)
+    try:
+        memo.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(memo, json.dumps({"path": key[0], "size": key[1], "mtime_ns": key[2], "sha256": sha}) + "\n")
+    except OSError as e:  # a read-only cache costs a re-hash next time, nothing else
+        log.debug("could not keep the sha256 of %s: %s", weights, e)
+    return sha
+
+
+def variant_path(bundle: Path, scheme: str = "int8") -> Path:
+    """Where the ``scheme`` variant of the full-precision ``bundle`` lives (made or not): beside
+    a bundle of the cache, so removing the entry removes it; else under ``variants/``, keyed by
+    the sha256 of the bundle's weights."""
+    bundle = Path(bundle).resolve()
+    root = cache_root().resolve()
+    check_name(scheme, "variant scheme")
+    if bundle.is_relative_to(root / "bundles"):
+        return bundle.with_name(f"{bundle.name}.{scheme}")
+    return root / "variants" / f"{bundle_sha256(bundle)[:24]}.{scheme}"
+
+
+def variant_is_current(variant: Path, bundle: Path, scheme: str) -> bool:
+    """``variant`` is a complete ``scheme`` bundle quantized from ``bundle``'s very weights."""
+    try:
+        section = json.loads((Path(variant) / CONFIG_NAME).read_text(encoding="utf-8"))["quantization"]
+        made = (section["scheme"], section["source_sha256"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return (Path(variant) / WEIGHTS_NAME).is_file() and made == (scheme, bundle_sha256(bundle))

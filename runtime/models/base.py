@@ -49,13 +49,22 @@ class OasrModel(nn.Module):
     # for inputs of at least that many rows where the CPU has AMX (oasr.quant.modules), fbgemm's
     # below; modules under no prefix keep fbgemm's.
     quant_amx_rows: ClassVar[tuple[tuple[str, int], ...]] = ()
-    # dtype auto on a CPU runs an int8 variant of the bundle (oasr.precision): only where it was
-    # measured faster with the accuracy held.
+    # CPU hooks: what the compute plan (oasr.precision) may ask of this family on a CPU.
+    # dtype auto runs an int8 variant of the bundle: only where it was measured faster with the
+    # accuracy held.
     auto_int8_on_cpu: ClassVar[bool] = False
+    # ``attend_in`` runs the family's long attentions in another dtype: under dtype auto, bf16
+    # beside int8 weights where the CPU multiplies bf16 natively.
+    bf16_attention: ClassVar[bool] = False
 
     def __init__(self, config: BaseModelConfig):
         super().__init__()
         self.config = config
+
+    def attend_in(self, dtype: torch.dtype | None, rows: int | None = None) -> None:
+        """Run the long attentions in ``dtype`` (None: the model's), as explicit products over
+        ``rows`` query rows at a time when given. A family that sets ``bf16_attention`` has them."""
+        raise NotImplementedError(f"{type(self).__name__} declares no long attentions (bf16_attention)")
 
     def computed_buffer_values(self) -> dict[str, torch.Tensor]:
         """Fresh fp32 CPU values of every computed buffer."""

@@ -384,8 +384,10 @@ class Whisper(OasrModel):
     # half fbgemm's time there (0.12 s against 0.25 s for base: start-up) and runs as fast at 5
     # rows, 1.7x faster at 40 (batched beams).
     quant_amx_rows: ClassVar = (("encoder.", WIDE_ROWS), ("decoder.token_embedding", 1))
-    # dtype auto on a CPU runs the int8 variant: 1.3-3.9x faster, WER held (oasr.precision has the figures).
+    # dtype auto on a CPU runs the int8 variant: 1.3-3.9x faster, WER held, and the encoder's
+    # self-attention and the cross-attention in bf16 where the CPU has it (benchmarks/precision.md).
     auto_int8_on_cpu: ClassVar = True
+    bf16_attention: ClassVar = True
 
     def __init__(self, config: WhisperConfig):
         super().__init__(config)

@@ -25,41 +25,16 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .. import cpu
 from .schemes import GROUP_SIZE, dequantize_int4, dequantize_int8, int4_groups, int4_to_int8
 
 log = logging.getLogger("oasr")
 
 
-@functools.cache
-def _cpuinfo() -> dict[str, str]:
-    """The first CPU's fields of /proc/cpuinfo (name -> value); empty where unreadable."""
-    fields: dict[str, str] = {}
-    try:
-        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
-            for line in f:
-                if not line.strip():
-                    break  # the first CPU's block ends
-                name, _, value = line.partition(":")
-                fields.setdefault(name.strip(), value.strip())
-    except OSError:
-        pass
-    return fields
-
-
-def cpu_flags() -> frozenset[str]:
-    """The CPU's feature flags (/proc/cpuinfo); empty where unreadable."""
-    return frozenset(_cpuinfo().get("flags", "").split())
-
-
-def cpu_vendor() -> str:
-    """The CPU's vendor (vendor_id: GenuineIntel, AuthenticAMD, ...); "" where unreadable."""
-    return _cpuinfo().get("vendor_id", "")
-
-
 @functools.cache  # asked on every integer product
 def _reduce_range() -> bool:
     """7-bit activations unless the CPU has VNNI: without it the u8 x s8 pair sums saturate int16."""
-    return not {"avx512_vnni", "avx_vnni"} & cpu_flags()
+    return not {"avx512_vnni", "avx_vnni"} & cpu.flags()
 
 
 def _prepack(q: Tensor, scale: Tensor, engine: str | None = None):
@@ -87,7 +62,7 @@ def _prepack(q: Tensor, scale: Tensor, engine: str | None = None):
 
 def _has_amx_int8() -> bool:
     """oneDNN's int8 kernel runs in AMX tiles on this CPU, and torch has it."""
-    return "amx_int8" in cpu_flags() and "onednn" in torch.backends.quantized.supported_engines
+    return "amx_int8" in cpu.flags() and "onednn" in torch.backends.quantized.supported_engines
 
 
 def _int8_linear(x: Tensor, module: "_Quantized", out_features: int) -> Tensor | None:

@@ -71,6 +71,11 @@ def _up_to_date(dst: Path, wanted: QuantizationSpec) -> bool:
     return all(getattr(have, k) == getattr(wanted, k) for k in same)
 
 
+def _check_scheme(scheme: str) -> None:
+    if scheme not in SCHEMES:
+        raise InputError(f"unknown scheme {scheme!r}; choose one of {', '.join(SCHEMES)}")
+
+
 def quantize(
     src: str | Path,
     dst: str | Path,
@@ -88,19 +93,42 @@ def quantize(
     it takes ``dst``'s place; what it returns becomes ``result.verify`` (``to_dict()``), and an
     exception from it leaves ``dst`` as it was. A skipped ``dst`` is checked where it is.
     """
-    from ..conversion.run import check_destination, check_finite
-    from ..models.architectures import model_entry
-    from ..models.weights import meta_model
+    from ..conversion.run import check_destination
 
     start = time.perf_counter()
-    if scheme not in SCHEMES:
-        raise InputError(f"unknown scheme {scheme!r}; choose one of {', '.join(SCHEMES)}")
+    _check_scheme(scheme)
     dst = Path(dst)
     given = Path(src).expanduser()
     if given.exists():  # a path: checked against DST before it is converted or resolved
         check_destination(given, dst)
     bundle = source_bundle(src, progress)
     check_destination(bundle, dst)
+    result = quantize_bundle(bundle, dst, scheme=scheme, keep=keep, force=force, check=check, label=str(src))
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+def quantize_bundle(
+    bundle: Path,
+    dst: Path,
+    *,
+    scheme: str,
+    keep: Sequence[str] = (),
+    force: bool = False,
+    check=None,
+    label: str | None = None,
+) -> QuantizeResult:
+    """``quantize`` of a full-precision bundle folder into ``dst``, which the caller has checked
+    (the hub's variants, ``oasr.hub.variants``, lie beside their bundle). ``label``: how the
+    source is named in messages and the quantization section (default: the folder)."""
+    from ..conversion.run import check_finite
+    from ..models.architectures import model_entry
+    from ..models.weights import meta_model
+
+    start = time.perf_counter()
+    _check_scheme(scheme)
+    src = label if label is not None else str(bundle)
+    dst = Path(dst)
     cfg = _bundle.read_config(bundle)
     if cfg.quantization is not None:
         raise InputError(f"{src} is already quantized ({cfg.quantization['scheme']}); quantize its full-precision source")
