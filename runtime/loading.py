@@ -236,11 +236,11 @@ def _stamp(bundle: Path) -> tuple:
 
 
 def _load_bundle(path: Path, target: torch.device, dtype) -> LoadedModel:
-    from .models.architectures import model_entry
+    from .models.architectures import find_architecture
     from .models.weights import check_tensor_dtypes, check_weights, materialize_model, meta_model
 
     cfg = _bundle.read_config(path)
-    entry = model_entry(cfg.architecture)
+    entry = find_architecture(cfg.architecture)
     config = entry.config_cls.from_dict(cfg.model)
     skeleton = meta_model(cfg.architecture, config)
     quantization = None

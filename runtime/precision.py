@@ -54,14 +54,14 @@ class CpuChoice:
 def wants_int8(bundle: Path) -> bool:
     """Whether ``auto`` on a CPU runs ``bundle`` as int8 (a full-precision bundle of a family
     whose int8 accuracy was checked)."""
-    from .models.architectures import model_entry
+    from .models.architectures import find_architecture
 
     cfg = _bundle.existing_config(bundle)
     if cfg is None:
         return False  # not a bundle (loading says what it is)
     if cfg.quantization is not None:
         return False  # already quantized: used as it is
-    model_cls = model_entry(cfg.architecture).model_cls
+    model_cls = find_architecture(cfg.architecture).model_cls
     return bool(getattr(model_cls, "auto_int8_on_cpu", False)) and model_cls.quant_refusal is None
 
 
