@@ -17,12 +17,11 @@ from oasr.conversion.base import DETECT_KEYED_VALUE, CheckpointConverter, detect
 from oasr.conversion.tensor_map import TensorTable
 from oasr.errors import ConversionError
 from oasr.features.nemotron_mel import nemotron_feature_spec
-from oasr.models.fastconformer.config import PreprocessorConfig
 from oasr.models.fastconformer.specs import fastconformer_specs
 from oasr.models.nemotron_asr import NemotronAsrConfig
 from oasr.options import LANGUAGES
 
-from .hf_parakeet import _LAYER, _LSTM, feature_extractor_settings, load_weights, read_json_object, weight_files
+from .hf_parakeet import _LAYER, _LSTM, feature_extractor_settings, hf_preprocessor, load_weights, read_json_object, weight_files
 
 MODEL_TYPE = "nemotron3_5_asr"
 
@@ -91,7 +90,7 @@ def nemotron_config(cfg: dict, fe: dict) -> NemotronAsrConfig:
             num_prompts=int(cfg.get("num_prompts", 128)),
             prompt_hidden=int(cfg.get("prompt_intermediate_size", 2048)),
             default_prompt_id=int(cfg.get("default_prompt_id", 101)),
-            preprocessor=PreprocessorConfig.from_hf(fe),
+            preprocessor=hf_preprocessor(fe),
         )
     except (KeyError, TypeError, ValueError) as e:
         raise ConversionError(f"Nemotron ASR config.json is incomplete or unsupported: {e!r}") from e
