@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-from oasr.conversion.base import DETECT_KEYED_VALUE, CheckpointConverter, detect_hf_model_type
+from oasr.conversion.base import CheckpointConverter
 from oasr.conversion.tensor_map import TensorTable
 from oasr.errors import ConversionError
 from oasr.features.nemotron_mel import nemotron_feature_spec
@@ -21,7 +21,7 @@ from oasr.models.fastconformer.specs import fastconformer_specs
 from oasr.models.nemotron_asr import NemotronAsrConfig
 from oasr.options import LANGUAGES
 
-from .hf_parakeet import _LAYER, _LSTM, feature_extractor_settings, hf_preprocessor, load_weights, read_json_object, weight_files
+from .hf_parakeet import _LAYER, _LSTM, HFFolder, feature_extractor_settings, hf_preprocessor, read_json_object
 
 MODEL_TYPE = "nemotron3_5_asr"
 
@@ -96,41 +96,23 @@ def nemotron_config(cfg: dict, fe: dict) -> NemotronAsrConfig:
         raise ConversionError(f"Nemotron ASR config.json is incomplete or unsupported: {e!r}") from e
 
 
-class HFNemotronAsrConverter(CheckpointConverter):
+class HFNemotronAsrConverter(HFFolder, CheckpointConverter):
     name = "hf-nemotron-asr"
     architecture = "nemotron-asr"
     markers = "config.json with model_type nemotron3_5_asr"
-    detect_specificity = DETECT_KEYED_VALUE
+    model_types = (MODEL_TYPE,)
     tensor_table = TensorTable(_TABLE)
-
-    @classmethod
-    def detect(cls, path: Path) -> str | None:
-        return detect_hf_model_type(path, (MODEL_TYPE,))
-
-    @functools.cached_property
-    def _config(self) -> dict:
-        return read_json_object(self.path / "config.json")
 
     @functools.cached_property
     def _processor(self) -> dict:
         file = self.path / "processor_config.json"
         return read_json_object(file) if file.is_file() else {}
 
-    @functools.cached_property
-    def _weight_files(self) -> list[Path]:
-        return weight_files(self.path)
-
-    def source_files(self) -> list[Path]:
-        return list(self._weight_files)
-
     def build_config(self) -> NemotronAsrConfig:
         return nemotron_config(self._config, feature_extractor_settings(self.path))
 
-    def load_state_dict(self):
-        return load_weights(self._weight_files)
-
     def build_specs(self, config):
-        files = {"tokenizer.json": self.path / "tokenizer.json"} if (self.path / "tokenizer.json").is_file() else {}
+        files = self.tokenizer_files()
         tokenizer, _, decoding = fastconformer_specs(config, files, language=None)
         features = nemotron_feature_spec(feature_extractor_settings(self.path))
         blank = str(self._processor.get("blank_token", "<blank>"))
@@ -152,8 +134,3 @@ class HFNemotronAsrConverter(CheckpointConverter):
         ids = {t.get("content"): t.get("id") for t in data.get("added_tokens", []) if isinstance(t, dict)}
         if blank in ids and ids[blank] != blank_id:
             raise ConversionError(f"{file}: the blank {blank!r} has id {ids[blank]}, but the joint's blank is {blank_id}")
-
-    def notes(self) -> list[str]:
-        if (self.path / "tokenizer.json").is_file():
-            return []
-        return [f"{self.path} has no tokenizer.json: the model cannot turn tokens into text"]

@@ -112,16 +112,18 @@ def feature_extractor_settings(folder: Path) -> dict:
     return {}
 
 
-class HFParakeetConverter(CheckpointConverter):
-    name = "hf-parakeet"
-    architecture = "fastconformer"
-    markers = "config.json with model_type parakeet_ctc, parakeet_rnnt or parakeet_tdt"
+class HFFolder:
+    """What a transformers FastConformer folder gives every converter of one (Parakeet, Nemotron
+    ASR): ``config.json``, the weight files (their sha256 is the source's identity) and
+    ``tokenizer.json`` when there is one."""
+
+    path: Path
+    model_types: tuple[str, ...]  # config.json's model_type values the converter claims
     detect_specificity = DETECT_KEYED_VALUE
-    tensor_table = TensorTable(_TABLE)
 
     @classmethod
     def detect(cls, path: Path) -> str | None:
-        return detect_hf_model_type(path, MODEL_TYPES)
+        return detect_hf_model_type(path, cls.model_types)
 
     @functools.cached_property
     def _config(self) -> dict:
@@ -134,21 +136,33 @@ class HFParakeetConverter(CheckpointConverter):
     def source_files(self) -> list[Path]:
         return list(self._weight_files)
 
-    def build_config(self) -> FastConformerConfig:
-        return parakeet_config(self._config, feature_extractor_settings(self.path))
-
     def load_state_dict(self):
         return load_weights(self._weight_files)
 
-    def build_specs(self, config):
-        files = {"tokenizer.json": self.path / "tokenizer.json"} if (self.path / "tokenizer.json").is_file() else {}
-        tokenizer, features, decoding = fastconformer_specs(config, files, language=None)
-        return tokenizer, files, features, decoding
+    def tokenizer_files(self) -> dict[str, Path]:
+        file = self.path / "tokenizer.json"
+        return {"tokenizer.json": file} if file.is_file() else {}
 
     def notes(self) -> list[str]:
-        if (self.path / "tokenizer.json").is_file():
+        if self.tokenizer_files():
             return []
         return [f"{self.path} has no tokenizer.json: the model cannot turn tokens into text"]
+
+
+class HFParakeetConverter(HFFolder, CheckpointConverter):
+    name = "hf-parakeet"
+    architecture = "fastconformer"
+    markers = "config.json with model_type parakeet_ctc, parakeet_rnnt or parakeet_tdt"
+    model_types = MODEL_TYPES
+    tensor_table = TensorTable(_TABLE)
+
+    def build_config(self) -> FastConformerConfig:
+        return parakeet_config(self._config, feature_extractor_settings(self.path))
+
+    def build_specs(self, config):
+        files = self.tokenizer_files()
+        tokenizer, features, decoding = fastconformer_specs(config, files, language=None)
+        return tokenizer, files, features, decoding
 
 
 # --- config.json (+ preprocessor_config.json) -> FastConformerConfig ----------------------------------

@@ -63,15 +63,15 @@ def run_file(
     return result, seconds
 
 
+# The public functions (``oasr.transcribe``...), looked up when called, as every caller of the API
+# does: whoever replaces one there (a stand-in in a test) replaces it for both loops.
+
+
 # --- transcribe ----------------------------------------------------------------------------------
 
 
 def _transcribe_models(names):
     return ((names.get("model") or "auto", "transcribe"),)
-
-
-# The public functions (``oasr.transcribe``...), looked up when called, as every caller of the API
-# does: whoever replaces one there (a stand-in in a test) replaces it for both loops.
 
 
 def _transcribe(models, samples, options, device, dtype, progress):
