@@ -12,16 +12,19 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
+from typing import Any, Mapping
 
 from oasr.conversion.base import CheckpointConverter
 from oasr.conversion.tensor_map import TensorTable
 from oasr.errors import ConversionError
-from oasr.features.nemotron_mel import nemotron_feature_spec
+from oasr.features.nemo_mel import nemo_feature_spec
+from oasr.features.nemotron_mel import LOG_ZERO_GUARD
 from oasr.models.fastconformer.specs import fastconformer_specs
 from oasr.models.nemotron_asr import NemotronAsrConfig
 from oasr.options import LANGUAGES
+from oasr.specs import FeatureSpec
 
-from .hf_parakeet import _LAYER, _LSTM, HFFolder, feature_extractor_settings, hf_preprocessor, read_json_object
+from .hf_parakeet import _LAYER, _LSTM, HFFolder, feature_extractor_settings, hf_preprocessor, mel_geometry, read_json_object
 
 MODEL_TYPE = "nemotron3_5_asr"
 
@@ -94,6 +97,20 @@ def nemotron_config(cfg: dict, fe: dict) -> NemotronAsrConfig:
         )
     except (KeyError, TypeError, ValueError) as e:
         raise ConversionError(f"Nemotron ASR config.json is incomplete or unsupported: {e!r}") from e
+
+
+def nemotron_feature_spec(fe: Mapping[str, Any]) -> FeatureSpec:
+    """The ``nemotron_logmel`` spec of transformers' ``NemotronAsrStreamingFeatureExtractor``
+    settings (the ``feature_extractor`` object of ``processor_config.json``)."""
+    dtype = fe.get("mel_filters_dtype", "float32")
+    if dtype != "float32":
+        # Nemotron Transcribe rounds its filterbank and window to bfloat16: not reproduced here.
+        raise ConversionError(f"Nemotron front end: mel_filters_dtype {dtype!r} (only float32 is implemented)")
+    spec = nemo_feature_spec({**mel_geometry(fe), "log_zero_guard_value": LOG_ZERO_GUARD, "normalize": ""})
+    return FeatureSpec(
+        kind="nemotron_logmel", sample_rate=spec.sample_rate, n_fft=spec.n_fft, hop_length=spec.hop_length,
+        n_mels=spec.n_mels, chunk_seconds=0.0, audio_scale=1.0, options=spec.options,
+    )
 
 
 class HFNemotronAsrConverter(HFFolder, CheckpointConverter):

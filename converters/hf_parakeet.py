@@ -226,16 +226,20 @@ def _from_hf(cfg: Mapping[str, Any], fe: Mapping[str, Any]) -> FastConformerConf
     return FastConformerConfig(**fields)
 
 
-def hf_preprocessor(fe: Mapping[str, Any]) -> PreprocessorConfig:
-    """transformers' ``ParakeetFeatureExtractor`` settings (``preprocessor_config.json``)."""
-    return PreprocessorConfig(
+def mel_geometry(fe: Mapping[str, Any]) -> dict[str, Any]:
+    """A transformers NeMo-style feature extractor's settings (Parakeet's, Nemotron ASR's) under
+    the names of the mel preprocessor's fields, in samples."""
+    return dict(
         sample_rate=int(fe.get("sampling_rate", 16000)),
         n_fft=int(fe.get("n_fft", 512)),
         win_length=int(fe.get("win_length", 400)),
         hop_length=int(fe.get("hop_length", 160)),
         n_mels=int(fe.get("feature_size", 80)),
         preemphasis=fe.get("preemphasis", 0.97),
-        pad_to=0,
         pad_value=float(fe.get("padding_value", 0.0)),
-        dither=0.0,
     )
+
+
+def hf_preprocessor(fe: Mapping[str, Any]) -> PreprocessorConfig:
+    """transformers' ``ParakeetFeatureExtractor`` settings (``preprocessor_config.json``)."""
+    return PreprocessorConfig(**mel_geometry(fe), pad_to=0, dither=0.0)

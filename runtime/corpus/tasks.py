@@ -1,6 +1,7 @@
 """The tasks ``oasr batch`` runs, one entry each: which models it loads, where an input's outputs
-go, and the work on one input, through the same runtime functions and writers the single-file
-commands use (so a batch output is byte for byte the command's).
+go, and the work on one input. An audio task's work on one file is the single-file command's own
+(``oasr.pipelines.file_tasks.run_file``), so a batch output is byte for byte the command's and
+a long recording is read a window at a time in both.
 
 A task that lands later is one more ``register(CorpusTask(...))`` here.
 """
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import InputError
+from ..pipelines.file_tasks import file_task, run_file
 from .manifest import Item
 
 
@@ -122,7 +124,6 @@ def _audio_task(name: str, outputs: Callable[[Work, Item], list[Path]]) -> Calla
 
     def run(models: tuple, work: Work, item: Item, options: Any) -> Outcome:
         from ..io.files import write_with_parents
-        from ..pipelines.file_tasks import file_task, run_file
 
         task = file_task(name)
         result, seconds = run_file(task, item.path, models, options, device=work.device, dtype=work.dtype)
@@ -134,17 +135,9 @@ def _audio_task(name: str, outputs: Callable[[Work, Item], list[Path]]) -> Calla
     return run
 
 
-def _models_of(name: str) -> Callable[[dict[str, str | None]], tuple[tuple[str, str], ...]]:
-    def models(names):
-        from ..pipelines.file_tasks import file_task
-
-        return file_task(name).models(names)
-
-    return models
-
-
 def _register_audio(name: str, options: str, outputs, row_options: tuple[str, ...], default_format: str) -> None:
-    register(CorpusTask(name, _models_of(name), _options(options), outputs, _audio_task(name, outputs), row_options, default_formats=(default_format,)))
+    models = file_task(name).models
+    register(CorpusTask(name, models, _options(options), outputs, _audio_task(name, outputs), row_options, default_formats=(default_format,)))
 
 
 _transcript_outputs = _audio_outputs(_transcript_extension)
