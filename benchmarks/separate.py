@@ -17,6 +17,20 @@ oasr process keeps glibc's allocator as ``oasr separate`` does; ``--low-memory``
 threshold as ``oasr separate --low-memory`` does (``return_freed_buffers``, see
 ``oasr.pipelines.separate.memory``), less memory for more time. The load average is printed before and after: the machine may be shared.
 Targets (issue 13, 2 threads): oasr at most 0.8x demucs' wall time and 0.6x its peak RSS.
+
+Why ``--low-memory`` exists (``oasr.pipelines.separate.memory``): an HTDemucs forward pass on a
+7.8 s segment allocates tens of tensors of 10 to 70 MB and frees them again. glibc serves blocks
+above its mmap threshold with mmap and returns them when freed, but it raises that threshold to
+the size of each such block freed (up to 32 MB), so after the first pass most of them come from
+the heap, stay there when freed, and fragment it: the process then peaks about 300 MB above what
+it holds at any moment (measured at the released htdemucs shape, 960 MB against 670 MB with the
+threshold fixed at 1 MB). It is not the default because every such block is then a fresh mmap
+whose pages are faulted in and zeroed. 3 minutes of a 44.1 kHz stereo track at the released
+htdemucs shape, 2 threads, against demucs on the same weights: 1.21x demucs' time and 0.38x its
+peak memory with the threshold at 1 MB, 0.76x and 0.51x with glibc's own behaviour. (Before the
+forward pass ran its widest layers a few rows at a time, 30 s took 26.7 s and 731 MB at 1 MB,
+16.3 s and 979 MB with glibc's own behaviour; a threshold of 4 or 16 MB, or ``malloc_trim`` after
+each segment, fell between the two.)
 """
 
 from __future__ import annotations

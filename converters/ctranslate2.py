@@ -29,9 +29,6 @@ from .openai_whisper import check_whisper_config
 _DTYPES = (torch.float32, torch.int8, torch.int16, torch.int32, torch.float16, torch.bfloat16)
 _BINARY_VERSION = 6
 
-_ATTN_OUT = {"linear_1/weight": "out.weight", "linear_1/bias": "out.bias"}
-
-
 def _ln(src: str, dst: str) -> dict[str, str]:
     return {f"{src}/gamma": f"{dst}.weight", f"{src}/beta": f"{dst}.bias"}
 

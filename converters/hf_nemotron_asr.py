@@ -12,17 +12,19 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
+from typing import Any, Mapping
 
-from oasr.conversion.base import DETECT_KEYED_VALUE, CheckpointConverter, detect_hf_model_type
+from oasr.conversion.base import CheckpointConverter
 from oasr.conversion.tensor_map import TensorTable
 from oasr.errors import ConversionError
-from oasr.features.nemotron_mel import nemotron_feature_spec
-from oasr.models.fastconformer.config import PreprocessorConfig
+from oasr.features.nemo_mel import nemo_feature_spec
+from oasr.features.nemotron_mel import LOG_ZERO_GUARD
 from oasr.models.fastconformer.specs import fastconformer_specs
 from oasr.models.nemotron_asr import NemotronAsrConfig
 from oasr.options import LANGUAGES
+from oasr.specs import FeatureSpec
 
-from .hf_parakeet import _LAYER, _LSTM, feature_extractor_settings, load_weights, read_json_object, weight_files
+from .hf_parakeet import _LAYER, _LSTM, HFFolder, feature_extractor_settings, hf_preprocessor, mel_geometry, read_json_object
 
 MODEL_TYPE = "nemotron3_5_asr"
 
@@ -91,47 +93,43 @@ def nemotron_config(cfg: dict, fe: dict) -> NemotronAsrConfig:
             num_prompts=int(cfg.get("num_prompts", 128)),
             prompt_hidden=int(cfg.get("prompt_intermediate_size", 2048)),
             default_prompt_id=int(cfg.get("default_prompt_id", 101)),
-            preprocessor=PreprocessorConfig.from_hf(fe),
+            preprocessor=hf_preprocessor(fe),
         )
     except (KeyError, TypeError, ValueError) as e:
         raise ConversionError(f"Nemotron ASR config.json is incomplete or unsupported: {e!r}") from e
 
 
-class HFNemotronAsrConverter(CheckpointConverter):
+def nemotron_feature_spec(fe: Mapping[str, Any]) -> FeatureSpec:
+    """The ``nemotron_logmel`` spec of transformers' ``NemotronAsrStreamingFeatureExtractor``
+    settings (the ``feature_extractor`` object of ``processor_config.json``)."""
+    dtype = fe.get("mel_filters_dtype", "float32")
+    if dtype != "float32":
+        # Nemotron Transcribe rounds its filterbank and window to bfloat16: not reproduced here.
+        raise ConversionError(f"Nemotron front end: mel_filters_dtype {dtype!r} (only float32 is implemented)")
+    spec = nemo_feature_spec({**mel_geometry(fe), "log_zero_guard_value": LOG_ZERO_GUARD, "normalize": ""})
+    return FeatureSpec(
+        kind="nemotron_logmel", sample_rate=spec.sample_rate, n_fft=spec.n_fft, hop_length=spec.hop_length,
+        n_mels=spec.n_mels, chunk_seconds=0.0, audio_scale=1.0, options=spec.options,
+    )
+
+
+class HFNemotronAsrConverter(HFFolder, CheckpointConverter):
     name = "hf-nemotron-asr"
     architecture = "nemotron-asr"
     markers = "config.json with model_type nemotron3_5_asr"
-    detect_specificity = DETECT_KEYED_VALUE
+    model_types = (MODEL_TYPE,)
     tensor_table = TensorTable(_TABLE)
-
-    @classmethod
-    def detect(cls, path: Path) -> str | None:
-        return detect_hf_model_type(path, (MODEL_TYPE,))
-
-    @functools.cached_property
-    def _config(self) -> dict:
-        return read_json_object(self.path / "config.json")
 
     @functools.cached_property
     def _processor(self) -> dict:
         file = self.path / "processor_config.json"
         return read_json_object(file) if file.is_file() else {}
 
-    @functools.cached_property
-    def _weight_files(self) -> list[Path]:
-        return weight_files(self.path)
-
-    def source_files(self) -> list[Path]:
-        return list(self._weight_files)
-
     def build_config(self) -> NemotronAsrConfig:
         return nemotron_config(self._config, feature_extractor_settings(self.path))
 
-    def load_state_dict(self):
-        return load_weights(self._weight_files)
-
     def build_specs(self, config):
-        files = {"tokenizer.json": self.path / "tokenizer.json"} if (self.path / "tokenizer.json").is_file() else {}
+        files = self.tokenizer_files()
         tokenizer, _, decoding = fastconformer_specs(config, files, language=None)
         features = nemotron_feature_spec(feature_extractor_settings(self.path))
         blank = str(self._processor.get("blank_token", "<blank>"))
@@ -153,8 +151,3 @@ class HFNemotronAsrConverter(CheckpointConverter):
         ids = {t.get("content"): t.get("id") for t in data.get("added_tokens", []) if isinstance(t, dict)}
         if blank in ids and ids[blank] != blank_id:
             raise ConversionError(f"{file}: the blank {blank!r} has id {ids[blank]}, but the joint's blank is {blank_id}")
-
-    def notes(self) -> list[str]:
-        if (self.path / "tokenizer.json").is_file():
-            return []
-        return [f"{self.path} has no tokenizer.json: the model cannot turn tokens into text"]

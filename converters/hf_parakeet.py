@@ -11,12 +11,13 @@ from __future__ import annotations
 import functools
 import json
 from pathlib import Path
+from typing import Any, Mapping
 
 from oasr.conversion.base import DETECT_KEYED_VALUE, CheckpointConverter, detect_hf_model_type
 from oasr.conversion.tensor_map import TensorTable
 from oasr.errors import ConversionError
 from oasr.io.checkpoint import load_safetensors_file, load_torch_file, shard_files
-from oasr.models.fastconformer.config import FastConformerConfig
+from oasr.models.fastconformer.config import FastConformerConfig, PreprocessorConfig
 from oasr.models.fastconformer.specs import fastconformer_specs
 
 MODEL_TYPES = ("parakeet_ctc", "parakeet_rnnt", "parakeet_tdt")
@@ -111,16 +112,18 @@ def feature_extractor_settings(folder: Path) -> dict:
     return {}
 
 
-class HFParakeetConverter(CheckpointConverter):
-    name = "hf-parakeet"
-    architecture = "fastconformer"
-    markers = "config.json with model_type parakeet_ctc, parakeet_rnnt or parakeet_tdt"
+class HFFolder:
+    """What a transformers FastConformer folder gives every converter of one (Parakeet, Nemotron
+    ASR): ``config.json``, the weight files (their sha256 is the source's identity) and
+    ``tokenizer.json`` when there is one."""
+
+    path: Path
+    model_types: tuple[str, ...]  # config.json's model_type values the converter claims
     detect_specificity = DETECT_KEYED_VALUE
-    tensor_table = TensorTable(_TABLE)
 
     @classmethod
     def detect(cls, path: Path) -> str | None:
-        return detect_hf_model_type(path, MODEL_TYPES)
+        return detect_hf_model_type(path, cls.model_types)
 
     @functools.cached_property
     def _config(self) -> dict:
@@ -133,18 +136,110 @@ class HFParakeetConverter(CheckpointConverter):
     def source_files(self) -> list[Path]:
         return list(self._weight_files)
 
-    def build_config(self) -> FastConformerConfig:
-        return FastConformerConfig.from_hf(self._config, feature_extractor_settings(self.path))
-
     def load_state_dict(self):
         return load_weights(self._weight_files)
 
+    def tokenizer_files(self) -> dict[str, Path]:
+        file = self.path / "tokenizer.json"
+        return {"tokenizer.json": file} if file.is_file() else {}
+
+    def notes(self) -> list[str]:
+        if self.tokenizer_files():
+            return []
+        return [f"{self.path} has no tokenizer.json: the model cannot turn tokens into text"]
+
+
+class HFParakeetConverter(HFFolder, CheckpointConverter):
+    name = "hf-parakeet"
+    architecture = "fastconformer"
+    markers = "config.json with model_type parakeet_ctc, parakeet_rnnt or parakeet_tdt"
+    model_types = MODEL_TYPES
+    tensor_table = TensorTable(_TABLE)
+
+    def build_config(self) -> FastConformerConfig:
+        return parakeet_config(self._config, feature_extractor_settings(self.path))
+
     def build_specs(self, config):
-        files = {"tokenizer.json": self.path / "tokenizer.json"} if (self.path / "tokenizer.json").is_file() else {}
+        files = self.tokenizer_files()
         tokenizer, features, decoding = fastconformer_specs(config, files, language=None)
         return tokenizer, files, features, decoding
 
-    def notes(self) -> list[str]:
-        if (self.path / "tokenizer.json").is_file():
-            return []
-        return [f"{self.path} has no tokenizer.json: the model cannot turn tokens into text"]
+
+# --- config.json (+ preprocessor_config.json) -> FastConformerConfig ----------------------------------
+
+
+def parakeet_config(config_json: Mapping[str, Any], preprocessor: Mapping[str, Any] | None = None) -> FastConformerConfig:
+    """Hugging Face Parakeet ``config.json`` (``parakeet_ctc``, ``parakeet_rnnt``, ``parakeet_tdt``)
+    and, when present, its ``preprocessor_config.json``."""
+    try:
+        return _from_hf(config_json, preprocessor or {})
+    except (KeyError, TypeError, ValueError) as e:
+        raise ConversionError(f"Parakeet config.json is incomplete or unsupported: {e!r}") from e
+
+
+def _from_hf(cfg: Mapping[str, Any], fe: Mapping[str, Any]) -> FastConformerConfig:
+    kind = cfg["model_type"]
+    enc = cfg["encoder_config"]
+    fields: dict[str, Any] = dict(
+        n_mels=int(enc.get("num_mel_bins", 80)),
+        d_model=int(enc["hidden_size"]),
+        n_layers=int(enc["num_hidden_layers"]),
+        n_heads=int(enc["num_attention_heads"]),
+        ff_hidden=int(enc["intermediate_size"]),
+        subsampling="dw_striding",
+        subsampling_factor=int(enc.get("subsampling_factor", 8)),
+        subsampling_conv_channels=int(enc.get("subsampling_conv_channels", 256)),
+        subsampling_kernel=int(enc.get("subsampling_conv_kernel_size", 3)),
+        conv_kernel_size=int(enc.get("conv_kernel_size", 9)),
+        xscaling=bool(enc.get("scale_input", True)),
+        linear_bias=bool(enc.get("attention_bias", True)),
+        conv_bias=bool(enc.get("convolution_bias", True)),
+        preprocessor=hf_preprocessor(fe),
+    )
+    if int(enc.get("subsampling_conv_stride", 2)) != 2:
+        raise ValueError("subsampling_conv_stride other than 2")
+    if enc.get("hidden_act", "silu") not in ("silu", "swish"):
+        raise ValueError(f"encoder hidden_act {enc.get('hidden_act')!r} (FastConformer uses silu)")
+    if kind == "parakeet_ctc":
+        # The CTC head's classes include the blank, which is pad_token_id and the last class.
+        vocab = int(cfg.get("vocab_size", 1025))
+        if int(cfg.get("pad_token_id", vocab - 1)) != vocab - 1:
+            raise ValueError("a CTC blank (pad_token_id) other than the last class")
+        fields.update(head="ctc", vocab_size=vocab - 1)
+    elif kind in ("parakeet_rnnt", "parakeet_tdt"):
+        vocab = int(cfg.get("vocab_size", 8193))
+        if int(cfg.get("blank_token_id", vocab - 1)) != vocab - 1:
+            raise ValueError("a transducer blank (blank_token_id) other than the last class")
+        hidden = int(cfg.get("decoder_hidden_size", 640))
+        fields.update(
+            head="tdt" if kind == "parakeet_tdt" else "rnnt",
+            vocab_size=vocab - 1,
+            pred_hidden=hidden,
+            pred_rnn_layers=int(cfg.get("num_decoder_layers", 2)),
+            joint_hidden=hidden,
+            joint_activation=str(cfg.get("hidden_act", "relu")),
+            durations=tuple(cfg.get("durations", (0, 1, 2, 3, 4))) if kind == "parakeet_tdt" else (),
+            max_symbols_per_step=int(cfg.get("max_symbols_per_step", 10)),
+        )
+    else:
+        raise ValueError(f"model_type {kind!r}")
+    return FastConformerConfig(**fields)
+
+
+def mel_geometry(fe: Mapping[str, Any]) -> dict[str, Any]:
+    """A transformers NeMo-style feature extractor's settings (Parakeet's, Nemotron ASR's) under
+    the names of the mel preprocessor's fields, in samples."""
+    return dict(
+        sample_rate=int(fe.get("sampling_rate", 16000)),
+        n_fft=int(fe.get("n_fft", 512)),
+        win_length=int(fe.get("win_length", 400)),
+        hop_length=int(fe.get("hop_length", 160)),
+        n_mels=int(fe.get("feature_size", 80)),
+        preemphasis=fe.get("preemphasis", 0.97),
+        pad_value=float(fe.get("padding_value", 0.0)),
+    )
+
+
+def hf_preprocessor(fe: Mapping[str, Any]) -> PreprocessorConfig:
+    """transformers' ``ParakeetFeatureExtractor`` settings (``preprocessor_config.json``)."""
+    return PreprocessorConfig(**mel_geometry(fe), pad_to=0, dither=0.0)

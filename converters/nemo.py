@@ -1,4 +1,5 @@
-"""What every NeMo source shares: the model config -> FastConformer config and specs, NeMo's own
+"""What every NeMo source shares: the model config -> FastConformer config (``fastconformer_config``:
+the yaml reader lives here, with the converters, not in the runtime) and specs, NeMo's own
 tensor names passed through, the tokenizer artifact found.
 
 A NeMo state dict already uses the names the FastConformer model keeps (``encoder.*``,
@@ -16,9 +17,10 @@ say where the config, the tensors and the tokenizer artifact come from.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import torch
 from torch import Tensor
@@ -29,7 +31,7 @@ from oasr.errors import ConversionError
 from oasr.features.logmel import mel_filterbank
 from oasr.features.nemo_mel import NemoMelSettings, nemo_feature_spec
 from oasr.io.nemo.config import artifact, target_class
-from oasr.models.fastconformer.config import FastConformerConfig
+from oasr.models.fastconformer.config import FastConformerConfig, PreprocessorConfig
 from oasr.models.fastconformer.specs import fastconformer_specs
 from oasr.specs import ConvertedCheckpoint, TokenizerSpec
 
@@ -104,7 +106,7 @@ class NemoSource:
         if int(pre.get("frame_splicing", 1) or 1) != 1:
             raise ConversionError(f"{self.path}: a preprocessor with frame_splicing {pre['frame_splicing']} is not supported")
         try:
-            return FastConformerConfig.from_nemo(cfg)
+            return fastconformer_config(cfg)
         except ConversionError as e:
             raise ConversionError(f"{self.path} ({self.target}): {e}") from e
 
@@ -195,3 +197,117 @@ class NemoSource:
         converted = super().convert(hashes)  # type: ignore[misc]
         converted.provenance.options["source_class"] = self.target
         return converted
+
+
+# --- NeMo's model_config.yaml -> FastConformerConfig ------------------------------------------------
+
+
+def fastconformer_config(model_config: Mapping[str, Any]) -> FastConformerConfig:
+    """NeMo's ``model_config.yaml`` as a dict (an EncDecCTC/RNNT/Hybrid model's ``cfg``)."""
+    try:
+        return _from_nemo(model_config)
+    except (KeyError, TypeError, ValueError) as e:
+        raise ConversionError(f"NeMo model config is incomplete or unsupported: {e!r}") from e
+
+
+def _nemo_head(model_config: Mapping[str, Any]) -> tuple[str, bool]:
+    """The head kind from the config's shape: a joint means a transducer, TDT when it names durations."""
+    if "joint" not in model_config:
+        return "ctc", False
+    durations = _nemo_durations(model_config)
+    return ("tdt" if durations else "rnnt"), "aux_ctc" in model_config
+
+
+def _nemo_durations(model_config: Mapping[str, Any]) -> list[int]:
+    defaults = model_config.get("model_defaults") or {}
+    loss = (model_config.get("loss") or {}).get("tdt_kwargs") or {}
+    decoding = model_config.get("decoding") or {}
+    return list(defaults.get("tdt_durations") or loss.get("durations") or decoding.get("durations") or [])
+
+
+def _from_nemo(cfg: Mapping[str, Any]) -> FastConformerConfig:
+    enc = cfg["encoder"]
+    head, hybrid = _nemo_head(cfg)
+    d_model = int(enc["d_model"])
+    channels = int(enc.get("subsampling_conv_channels", -1))
+    context = enc.get("att_context_size") or [-1, -1]
+    if context and isinstance(context[0], (list, tuple)):  # multi-lookahead models: the first is the default
+        context = context[0]
+    attention = enc.get("self_attention_model", "rel_pos")
+    if attention != "rel_pos":
+        raise ValueError(f"self_attention_model {attention!r} (only rel_pos is implemented)")
+    if enc.get("causal_downsampling"):
+        raise ValueError("causal_downsampling (streaming models' causal subsampling is not implemented)")
+    use_bias = bool(enc.get("use_bias", True))
+    fields: dict[str, Any] = dict(
+        n_mels=int(enc["feat_in"]),
+        d_model=d_model,
+        n_layers=int(enc["n_layers"]),
+        n_heads=int(enc.get("n_heads", 4)),
+        ff_hidden=int(d_model * enc.get("ff_expansion_factor", 4)),
+        subsampling=str(enc.get("subsampling", "striding")),
+        subsampling_factor=int(enc.get("subsampling_factor", 4)),
+        subsampling_conv_channels=d_model if channels == -1 else channels,
+        conv_kernel_size=int(enc.get("conv_kernel_size", 31)),
+        conv_norm_type=str(enc.get("conv_norm_type", "batch_norm")),
+        xscaling=bool(enc.get("xscaling", True)),
+        att_context_size=tuple(int(v) for v in context),
+        att_context_style=str(enc.get("att_context_style", "regular")),
+        linear_bias=use_bias,
+        conv_bias=use_bias,
+        head=head,
+        hybrid_ctc=hybrid,
+        preprocessor=nemo_preprocessor(cfg.get("preprocessor") or {}),
+    )
+    if head == "ctc":
+        fields["vocab_size"] = _num_labels(cfg["decoder"])
+    else:
+        joint, dec = cfg["joint"], cfg["decoder"]
+        prednet, jointnet = dec.get("prednet") or {}, joint.get("jointnet") or {}
+        defaults = cfg.get("model_defaults") or {}
+        fields.update(
+            vocab_size=_num_labels(joint),
+            pred_hidden=int(prednet.get("pred_hidden", defaults.get("pred_hidden", 0))),
+            pred_rnn_layers=int(prednet.get("pred_rnn_layers", 1)),
+            joint_hidden=int(jointnet.get("joint_hidden", defaults.get("joint_hidden", 0))),
+            joint_activation=str(jointnet.get("activation", "relu")),
+            durations=tuple(_nemo_durations(cfg)),
+            max_symbols_per_step=int(((cfg.get("decoding") or {}).get("greedy") or {}).get("max_symbols") or 10),
+        )
+    return FastConformerConfig(**fields)
+
+
+def _num_labels(section: Mapping[str, Any]) -> int:
+    """NeMo's ``num_classes`` counts labels without the blank (-1: the vocabulary's length)."""
+    n = int(section.get("num_classes", -1))
+    return len(section.get("vocabulary") or []) if n < 1 else n
+
+
+def nemo_preprocessor(pre: Mapping[str, Any]) -> PreprocessorConfig:
+    """NeMo's ``preprocessor`` section (``window_size``/``window_stride`` in seconds)."""
+    rate = int(pre.get("sample_rate", 16000))
+    win = round(float(pre.get("window_size", 0.02)) * rate)
+    n_fft = pre.get("n_fft") or 2 ** math.ceil(math.log2(win))
+    guard = pre.get("log_zero_guard_value", 2.0**-24)
+    norm = pre.get("normalize", "per_feature")
+    return PreprocessorConfig(
+        sample_rate=rate,
+        n_fft=int(n_fft),
+        win_length=win,
+        hop_length=round(float(pre.get("window_stride", 0.01)) * rate),
+        window=str(pre.get("window", "hann")),
+        n_mels=int(pre.get("features", pre.get("nfilt", 64))),
+        preemphasis=pre.get("preemph", 0.97),
+        mag_power=float(pre.get("mag_power", 2.0)),
+        log=bool(pre.get("log", True)),
+        log_zero_guard_type=str(pre.get("log_zero_guard_type", "add")),
+        log_zero_guard_value=guard if isinstance(guard, str) else float(guard),
+        normalize=dict(norm) if isinstance(norm, Mapping) else ("" if norm in (None, "None", "none", False) else str(norm)),
+        pad_to=int(pre.get("pad_to", 16) or 0),
+        pad_value=float(pre.get("pad_value", 0.0)),
+        dither=float(pre.get("dither", 1e-5)),
+        lowfreq=float(pre.get("lowfreq", 0.0)),
+        highfreq=None if pre.get("highfreq") is None else float(pre["highfreq"]),
+        mel_norm=pre.get("mel_norm", "slaney"),
+        exact_pad=bool(pre.get("exact_pad", False)),
+    )

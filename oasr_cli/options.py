@@ -2,8 +2,8 @@
 
 A flag shared by several commands is an ``Annotated`` alias here (``DeviceOpt``...). Flags that
 travel together are a group: ``flag_group`` adds them to each command's signature and hands them
-to its body as one object (``Report``: --json, -q, -v; the batch commands' ``BatchFlags`` in
-``oasr_cli.batch``). ``from_flags`` builds a runtime options dataclass from the flags named as its
+to its body as one object (``Report``: --json, -q, -v; the audio commands' ``InputFlags`` in
+``oasr_cli.inputs``). ``from_flags`` builds a runtime options dataclass from the flags named as its
 fields, so a command says only what differs (a parsed list, a computed schedule).
 """
 

@@ -142,9 +142,9 @@ def plan_for(bundle: Path, device: torch.device, dtype: str | torch.dtype | None
 
 def _plan(cfg: _bundle.BundleConfig, device: torch.device, dtype) -> ComputePlan:
     """``plan_for`` of a bundle whose config is read."""
-    from .models.architectures import model_entry
+    from .models.architectures import find_architecture
 
-    family = model_entry(cfg.architecture).model_cls
+    family = find_architecture(cfg.architecture).model_cls
     stored = Stored(
         dtype=cfg.dtype,
         scheme=None if cfg.quantization is None else cfg.quantization.get("scheme"),
@@ -271,11 +271,11 @@ def _stamp(bundle: Path) -> tuple:
 
 def _load_bundle(path: Path, target: torch.device, plan: ComputePlan) -> LoadedModel:
     """``path`` loaded on ``target`` as ``plan`` says (the plan of this very bundle)."""
-    from .models.architectures import model_entry
+    from .models.architectures import find_architecture
     from .models.weights import check_tensor_dtypes, check_weights, materialize_model, meta_model
 
     cfg = _bundle.read_config(path)
-    entry = model_entry(cfg.architecture)
+    entry = find_architecture(cfg.architecture)
     config = entry.config_cls.from_dict(cfg.model)
     skeleton = meta_model(cfg.architecture, config)
     quantization = None

@@ -141,10 +141,11 @@ def nemo_state_dict(cfg: dict, seed: int = 0) -> dict[str, torch.Tensor]:
     """Random weights under NeMo's names for ``cfg``, the preprocessor's buffers included."""
     import librosa
 
-    from oasr.models.fastconformer import FastConformer, FastConformerConfig
+    from oasr.models.fastconformer import FastConformer
+    from oasr_converters.nemo import fastconformer_config
 
     torch.manual_seed(seed)
-    model = FastConformer(FastConformerConfig.from_nemo(resolved(cfg)))
+    model = FastConformer(fastconformer_config(resolved(cfg)))
     state = {}
     for name, t in model.state_dict().items():
         if t.is_floating_point():

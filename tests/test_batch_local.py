@@ -116,6 +116,15 @@ def test_task_options_are_the_commands_own(cli, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+def test_plot_is_refused_as_a_task_option_without_matplotlib_too(cli, tmp_path, monkeypatch):
+    """--plot draws one input: `oasr batch` says so (exit 2) whether or not the plot extra is installed."""
+    _tone(tmp_path / "c" / "a.wav", 220)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` raises ImportError
+    code, _, err = cli("batch", "pitch", tmp_path / "c", "-o", tmp_path / "out", "--plot", tmp_path / "x.png")
+    assert code == 2 and "--plot draws one input" in err
+    assert not (tmp_path / "out").exists()
+
+
 # --- the run (CREPE tiny on tones) -----------------------------------------------------------------------
 
 

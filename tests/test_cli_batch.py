@@ -1,4 +1,4 @@
-"""The batch runner every audio command shares (oasr_cli/batch.py), seen from the command line:
+"""The input runner every audio command shares (oasr_cli/inputs.py), seen from the command line:
 missing input, a closed stdout, options checked before any model loads, the hub's progress on a
 terminal, one CSV for several diarized inputs. Stand-ins replace the models and pipelines."""
 

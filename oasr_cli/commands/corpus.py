@@ -1,7 +1,7 @@
 """oasr batch TASK MANIFEST -o OUTDIR [task options...]
 
 Policy only. The task options are the single-file command's own flags, parsed by that command
-(``oasr_cli.batch.CAPTURE``: its body builds its options as always and hands them over instead of
+(``oasr_cli.inputs.CAPTURE``: its body builds its options as always and hands them over instead of
 running), so `oasr batch transcribe ... -l de -F srt` means what `oasr transcribe -l de -F srt`
 means. The run is ``oasr.batch``; this module draws its progress and prints its summary.
 """
@@ -111,7 +111,7 @@ def _audio_task_options(task: str, args: list[str], outdir: Path) -> dict[str, A
     """The task command's flags, parsed by the command itself, as oasr.batch's arguments."""
     import importlib
 
-    from ..batch import CAPTURE
+    from ..inputs import CAPTURE
 
     command = getattr(importlib.import_module(f"oasr_cli.commands.{task}"), task)
     app = new_app(f"oasr batch {task}")
@@ -128,12 +128,12 @@ def _audio_task_options(task: str, args: list[str], outdir: Path) -> dict[str, A
         raise usage(f"the inputs come from MANIFEST; drop {extra} (task options go after MANIFEST)")
     if flags.output is not None or flags.json_out:
         raise usage("-o is OUTDIR and --json the batch summary; the task's own -o/--json do not apply")
-    if job.runtime.get("plot") is not None:
+    if job.plot is not None:
         raise usage(f"--plot draws one input; run oasr {task} --plot on it")
     return {
         "models": job.models,
-        "options": job.runtime["options"],
-        "writer_options": job.runtime.get("writer_options"),
+        "options": job.options,
+        "writer_options": job.writer_options,
         "formats": tuple(plan.formats),
         "device": flags.device,
         "dtype": flags.dtype,

@@ -1,14 +1,13 @@
 """oasr diarize AUDIO... [-o out.rttm] [--plot timeline.png [--ref REF.rttm]]
 
 Policy only: flags -> DiarizeOptions, the format asked for and the optional plot, then one
-``run_batch`` (``oasr_cli.batch``: where the turns go, the batch, the progress bar).
+``run_inputs`` (``oasr_cli.inputs``: where the turns go, the inputs, the progress bar).
 Diarization is ``oasr.diarize``; the file formats ``oasr.formats.turns``; the plot
 ``oasr.pipelines.diarize.plot``.
 """
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -16,10 +15,8 @@ import typer
 
 from oasr.options import DIARIZE_MAX_STEP, DIARIZE_MIN_STEP, MAX_SPEAKERS, DiarizeOptions
 
-from ..batch import BatchFlags, Job, batch_command, check_output_path, flag_values, plan_outputs, run_batch, write_output
+from ..inputs import InputFlags, InputJob, audio_command, flag_values, plan_outputs, plot_option, plot_writer, run_inputs
 from ..options import format_choices, from_flags, model_spec, usage
-
-log = logging.getLogger("oasr")
 
 DEFAULTS = DiarizeOptions()
 TurnFormat = format_choices("turns")
@@ -46,7 +43,7 @@ One RTTM of a batch, then its diarization error rate against a reference:
 """
 
 
-@batch_command("diarize")
+@audio_command("diarize")
 def diarize(
     num_speakers: Annotated[
         Optional[int], typer.Option("--num-speakers", metavar="N", help=f"Exactly N speakers, 1..{MAX_SPEAKERS} (skips the estimate).", rich_help_panel=SPEAKERS)
@@ -61,9 +58,7 @@ def diarize(
         float,
         typer.Option("--threshold", metavar="DIST", help="Cosine distance (0..2) at which clusters of local speakers stop merging; lower finds more speakers.", rich_help_panel=SPEAKERS),
     ] = DEFAULTS.threshold,
-    exclusive: Annotated[
-        bool, typer.Option("--exclusive", help="One speaker at a time: overlapped speech goes to the most active speaker.", rich_help_panel=SEGMENTATION)
-    ] = DEFAULTS.exclusive,
+    exclusive: Annotated[bool, typer.Option("--exclusive", help="One speaker at a time: overlapped speech goes to the most active speaker.", rich_help_panel=SEGMENTATION)] = DEFAULTS.exclusive,
     onset: Annotated[
         float,
         typer.Option("--onset", metavar="P", help="A local speaker is active where its probability reaches P (0..1); lower finds more quiet speech.", rich_help_panel=SEGMENTATION),
@@ -84,16 +79,13 @@ def diarize(
         Optional[TurnFormat],
         typer.Option("--output-format", "-F", help="rttm, json (with provenance) or csv (start,end,speaker; several inputs: one CSV with a file column first). Default: from -o's extension, else rttm.", rich_help_panel=OUTPUT, show_default=False),
     ] = None,
-    plot: Annotated[
-        Optional[Path],
-        typer.Option("--plot", metavar="FILE.png", help="Also draw the timeline (a lane per speaker) into FILE.png (one input; needs matplotlib).", rich_help_panel=OUTPUT),
-    ] = None,
+    plot: plot_option("the timeline (a lane per speaker)") = None,
     ref: Annotated[
         Optional[Path],
         typer.Option("--ref", metavar="REF.rttm", help="With --plot: draw this reference beneath (its turns of the input's file id, or all when it holds one file).", rich_help_panel=OUTPUT),
     ] = None,
     *,
-    flags: BatchFlags,
+    flags: InputFlags,
 ) -> None:
     """Who spoke when, overlaps included: pyannote segmentation-3.0 over 10 s windows, a speaker embedding per local speaker (GE2E; a WeSpeaker ResNet with --embedding-model), clustering across windows.
 
@@ -101,48 +93,34 @@ def diarize(
     """
     from oasr.formats.registry import extensions
     from oasr.formats.turns import render_turns, turns_csv, turns_json
-    from oasr.pipelines.diarize import EMBEDDING_MODEL, SEGMENTATION_MODEL
+    from oasr.pipelines.file_tasks import file_task
 
     plan = plan_outputs(flags, flag_values(output_format), extensions("turns"), default="rttm", shared_file_format="rttm")
     if ref is not None and plot is None:
         raise usage("--ref is drawn by --plot; give --plot FILE.png too")
-    if plot is not None and len(flags.sources) != 1:
-        raise usage(f"--plot draws one input, not {len(flags.sources)}")
     options = from_flags(DiarizeOptions, locals())
-    reference = None
-    if plot is not None:
-        from oasr.formats.pitch_plot import require_matplotlib
+    draw = plot_writer(plot, flags, lambda turns, samples: _timeline(turns, reference))
+    reference = _reference_turns(ref, flags.sources[0]) if ref is not None else None
 
-        require_matplotlib()  # before any work: a missing extra is one line, exit 1
-        check_output_path(plot)
-        if ref is not None:
-            reference = _reference_turns(ref, flags.sources[0])
-
-    def run(models, samples, progress):
-        import oasr
-
-        segmenter, encoder = models
-        turns = oasr.diarize(samples, options, segmentation_model=segmenter, embedding_model=encoder, device=flags.device, progress=progress)
-        if plot is not None:
-            from oasr.pipelines.diarize.plot import timeline_png
-
-            write_output(plot, timeline_png(turns, reference))
-            log.info("wrote %s", plot)
-        return turns
-
-    job = Job(
-        models=((segmentation_model or SEGMENTATION_MODEL, "speaker-segmentation"), (embedding_model or EMBEDDING_MODEL, "speaker-embedding")),
-        run=run,
-        render=render_turns,
+    job = InputJob(
+        task="diarize",
+        models=file_task("diarize").models({"segmentation_model": segmentation_model, "embedding_model": embedding_model}),
+        options=options,
         json_line=lambda turns: turns_json(turns, indent=None),
         describe=lambda turns: f"{len(turns.speakers)} speaker(s), {len(turns.turns)} turn(s)",
         joined={  # RTTM lines name their file; one CSV of several inputs has a file column
             "rttm": lambda turns, first: render_turns(turns, "rttm"),
             "csv": lambda turns, first: turns_csv(turns, file_column=True, header=first),
         },
-        runtime={"options": options, "plot": plot},
+        plot=draw,
     )
-    run_batch(flags, plan, job)
+    run_inputs(flags, plan, job)
+
+
+def _timeline(turns, reference) -> bytes:
+    from oasr.pipelines.diarize.plot import timeline_png
+
+    return timeline_png(turns, reference)
 
 
 def _reference_turns(path: Path, source: str):

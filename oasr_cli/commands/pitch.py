@@ -1,25 +1,22 @@
 """oasr pitch [-m MODEL] -f AUDIO [-f AUDIO ...]
 
 Policy only: flags -> PitchOptions, the format asked for and the optional plot, then one
-``run_batch`` (``oasr_cli.batch``: where each track goes, the batch, the progress bar). Tracking
+``run_inputs`` (``oasr_cli.inputs``: where each track goes, the inputs, the progress bar). Tracking
 is ``oasr.pitch``; the file formats ``oasr.formats.pitch``.
 """
 
 from __future__ import annotations
 
-import logging
 from enum import Enum
-from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
 from oasr.options import PITCH_DECODERS, PITCH_FMAX, PITCH_FMIN, PITCH_MAX_BATCH, PITCH_MAX_HOP, PITCH_MIN_DB, PITCH_MIN_HOP, PitchOptions
 
-from ..batch import BatchFlags, Job, batch_command, check_output_path, flag_values, plan_outputs, run_batch, write_output
-from ..options import ModelOpt, format_choices, from_flags, number_or_none, usage
+from ..inputs import InputFlags, InputJob, audio_command, flag_values, plan_outputs, plot_option, plot_writer, run_inputs
+from ..options import ModelOpt, format_choices, from_flags, number_or_none
 
-log = logging.getLogger("oasr")
 
 DEFAULTS = PitchOptions()
 PitchFormat = format_choices("pitch")
@@ -44,7 +41,7 @@ A batch, one track per recording in tracks/:
 """
 
 
-@batch_command("track")
+@audio_command("track")
 def pitch(
     model: ModelOpt = "auto",
     hop: Annotated[float, typer.Option("--hop", metavar="MS", help=f"Milliseconds between frames ({PITCH_MIN_HOP:g}..{PITCH_MAX_HOP:g}, a multiple of 0.0625).", rich_help_panel=TRACKING)] = DEFAULTS.hop,
@@ -66,12 +63,9 @@ def pitch(
         Optional[PitchFormat],
         typer.Option("--output-format", "-F", help="csv (time,frequency,confidence; 0 Hz when unvoiced) or json (with provenance). Default: from -o's extension, else csv.", rich_help_panel=OUTPUT, show_default=False),
     ] = None,
-    plot: Annotated[
-        Optional[Path],
-        typer.Option("--plot", metavar="FILE.png", help="Also draw the F0 contour over a spectrogram into FILE.png (one input; needs matplotlib).", rich_help_panel=OUTPUT),
-    ] = None,
+    plot: plot_option("the F0 contour over a spectrogram") = None,
     *,
-    flags: BatchFlags,
+    flags: InputFlags,
 ) -> None:
     """Track the pitch (F0) of monophonic audio with CREPE: CSV or JSON, one row per frame.
 
@@ -79,36 +73,23 @@ def pitch(
 
     Several inputs run as a batch with the model loaded once: a file that fails is reported on one line and the batch goes on, then exits 1 (--fail-fast stops at the first failure).
     """
-    from oasr.formats.pitch import pitch_json, render_pitch
+    from oasr.formats.pitch import pitch_json
     from oasr.formats.registry import extensions
 
     plan = plan_outputs(flags, flag_values(output_format), extensions("pitch"), default="csv")
-    if plot is not None and len(flags.sources) != 1:
-        raise usage(f"--plot draws one input, not {len(flags.sources)}")
     options = from_flags(PitchOptions, locals())
-    if plot is not None:
-        from oasr.formats.pitch_plot import require_matplotlib
-
-        require_matplotlib()  # before any work: a missing extra is one line, exit 1
-        check_output_path(plot)
-
-    def run(models, samples, progress):
-        import oasr
-
-        track = oasr.pitch(samples, models[0], options, device=flags.device, dtype=flags.dtype, progress=progress)
-        if plot is not None:
-            from oasr.formats.pitch_plot import plot_png
-
-            write_output(plot, plot_png(track, samples))
-            log.info("wrote %s", plot)
-        return track
-
-    job = Job(
+    job = InputJob(
+        task="pitch",
         models=((model, "pitch"),),
-        run=run,
-        render=render_pitch,
+        options=options,
         json_line=lambda track: pitch_json(track, indent=None),
         describe=lambda track: f"{len(track.times)} frame(s)",
-        runtime={"options": options, "plot": plot},
+        plot=plot_writer(plot, flags, _contour),
     )
-    run_batch(flags, plan, job)
+    run_inputs(flags, plan, job)
+
+
+def _contour(track, samples) -> bytes:
+    from oasr.formats.pitch_plot import plot_png
+
+    return plot_png(track, samples)

@@ -2,8 +2,8 @@
 
 Policy only: flags -> SeparateOptions and where each stem goes (``DIR/<model>/<track>/<stem>.<ext>``
 as demucs lays it out, or a --filename template), then one ``oasr.separate`` per song with the
-model loaded once. Batch rules as ``oasr_cli.batch``: every input is checked before the model
-loads, a failed song is one line and the batch goes on (--fail-fast stops), exit 1 at the end.
+model loaded once. The input runner's rules (``oasr_cli.inputs``): every input is checked before
+the model loads, a failed song is one line and the rest go on (--fail-fast stops), exit 1 at the end.
 stdout lists the files written (--json: a JSON report per song, JSON Lines for several).
 """
 
@@ -116,8 +116,8 @@ def separate(
 
     Several songs run as a batch with the model loaded once: a song that fails is reported on one line and the batch goes on, then exits 1 (--fail-fast stops at the first failure).
     """
-    from oasr_cli.batch import BatchFlags, Plan, _Batch, file_progress, progress_bar
-    from oasr_cli.output import hub_progress, interactive, setup_logging
+    from oasr_cli.inputs import InputFlags, InputRun, Plan, file_progress, load_models, progress_bar
+    from oasr_cli.output import interactive, setup_logging
 
     songs = list(songs or [])
     if not songs:
@@ -135,9 +135,9 @@ def separate(
     setup_logging(quiet, verbose)
     set_threads(threads)
 
-    flags = BatchFlags(songs, None, None, json_out, device.value, dtype.value, fail_fast, quiet, verbose, "separate", threads)
-    batch = _Batch(flags, Plan([[] for _ in songs]), None)
-    pending = [src for src, _ in batch.check()]
+    flags = InputFlags(songs, None, None, json_out, device.value, dtype.value, fail_fast, quiet, verbose, "separate", threads)
+    run = InputRun(flags, Plan([[] for _ in songs]))
+    pending = run.check()
     if pending:
         import oasr
         from oasr.pipelines.separate import output_names
@@ -147,29 +147,21 @@ def separate(
         if low_memory:  # the setting is process-wide, and this process is ours
             return_freed_buffers()
 
-        with hub_progress(interactive(quiet)) as progress:
-            loaded = oasr.load_pretrained(model, task="separate", device=flags.device, dtype=flags.dtype, progress=progress)
+        (loaded,) = load_models(((model, "separate"),), flags)
         names = output_names(tuple(loaded.config.sources), options)
         label = model_label(model)
         with progress_bar(interactive(quiet)) as bar:
-            for src in pending:
-                try:
-                    files = StemFiles(stem_paths(out, filename, label, src, names, output_format.value), output_format.value, encoding)
-                    started = time.perf_counter()
-                    with file_progress(bar, src, 0.0) as callback:
-                        result = oasr.separate(src, loaded, options, files=files, device=flags.device, dtype=flags.dtype, progress=callback)
-                    log.info("%s: %.1f s of audio in %.1f s, %d stem(s)", src, result.duration, time.perf_counter() - started, len(result.stems))
-                    _print(result, json_out, several=len(songs) > 1)
-                except BrokenPipeError:
-                    break
-                except Exception as e:
-                    from oasr_cli.batch import fatal_errors
 
-                    if isinstance(e, fatal_errors()):
-                        raise
-                    if batch.fail(src, e):
-                        break
-    batch.exit_if_failed()
+            def one(src: str, route) -> None:
+                files = StemFiles(stem_paths(out, filename, label, src, names, output_format.value), output_format.value, encoding)
+                started = time.perf_counter()
+                with file_progress(bar, src, 0.0) as callback:
+                    result = oasr.separate(src, loaded, options, files=files, device=flags.device, dtype=flags.dtype, progress=callback)
+                log.info("%s: %.1f s of audio in %.1f s, %d stem(s)", src, result.duration, time.perf_counter() - started, len(result.stems))
+                _print(result, json_out, several=len(songs) > 1)
+
+            run.each(pending, one)
+    run.exit_if_failed()
 
 
 def _print(result, json_out: bool, several: bool) -> None:

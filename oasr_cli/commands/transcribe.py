@@ -1,8 +1,8 @@
 """oasr transcribe -m MODEL -f AUDIO [-f AUDIO ...]
 
 Policy only: flags -> TranscribeOptions (the shared fields, and a WhisperDecoding section when a
-Whisper flag is set), the formats asked for, then one ``run_batch`` (``oasr_cli.batch``: where
-each transcript goes, the batch, the progress bar). Decoding is ``oasr.transcribe``; the file
+Whisper flag is set), the formats asked for, then one ``run_inputs`` (``oasr_cli.inputs``: where
+each transcript goes, the inputs, the progress bar). Decoding is ``oasr.transcribe``; the file
 formats ``oasr.formats``.
 """
 
@@ -38,7 +38,7 @@ from oasr.options import (
     WhisperDecoding,
 )
 
-from ..batch import BatchFlags, Job, batch_command, flag_values, plan_outputs, run_batch
+from ..inputs import InputFlags, InputJob, audio_command, flag_values, plan_outputs, run_inputs
 from ..options import LanguageOpt, ModelOpt, checked, format_choices, from_flags, number_or_none, usage
 
 log = logging.getLogger("oasr")
@@ -96,7 +96,7 @@ def temperature_schedule(start: float, increment: float | None) -> tuple[float, 
 # --- the command ----------------------------------------------------------------------------------
 
 
-@batch_command("transcribe")
+@audio_command("transcribe")
 def transcribe(
     model: ModelOpt = "auto",
     language: LanguageOpt = None,
@@ -202,7 +202,7 @@ def transcribe(
         bool, typer.Option("--highlight-words", help="srt/vtt: a cue per word, the spoken word underlined (needs --word-timestamps).", rich_help_panel=OUTPUT)
     ] = False,
     *,
-    flags: BatchFlags,
+    flags: InputFlags,
 ) -> None:
     """Transcribe (or translate) speech: text, subtitles or JSON, with Whisper or any installed speech model.
 
@@ -210,7 +210,7 @@ def transcribe(
 
     Several inputs run as a batch with the model loaded once: a file that fails is reported on one line and the batch goes on, then exits 1 (--fail-fast stops at the first failure).
     """
-    from oasr.formats import WriterOptions, render, writers
+    from oasr.formats import WriterOptions, writers
     from oasr.formats.text import transcript_json
 
     plan = plan_outputs(flags, flag_values(output_format), {n: w.extension for n, w in writers().items()}, default="txt")
@@ -230,20 +230,15 @@ def transcribe(
         decoding=_section(decoding, beam_size, decoder, max_symbols_per_step),
     )
 
-    def run(models, samples, progress):
-        import oasr
-
-        return oasr.transcribe(samples, models[0], options, device=flags.device, dtype=flags.dtype, progress=progress)
-
-    job = Job(
+    job = InputJob(
+        task="transcribe",
         models=((model, "transcribe"),),
-        run=run,
-        render=lambda transcript, fmt: render(transcript, fmt, writer_options),
+        options=options,
+        writer_options=writer_options,
         json_line=lambda transcript: transcript_json(transcript, indent=None),
         describe=_describe,
-        runtime={"options": options, "writer_options": writer_options},
     )
-    run_batch(flags, plan, job)
+    run_inputs(flags, plan, job)
 
 
 # --- flag checks (usage errors, exit 2) -------------------------------------------------------------

@@ -18,7 +18,7 @@ import typer
 from oasr.errors import InputError
 from oasr.options import TTS_MAX_NOISE, TTS_MAX_SILENCE, TTS_MAX_SPEED, TTS_MIN_SPEED, SynthesizeOptions
 
-from ..batch import check_output_path
+from ..inputs import check_output_path
 from ..options import DeviceOpt, Device, ModelOpt, Report, format_choices, from_flags, reporting, usage
 from ..output import print_json
 

@@ -85,7 +85,7 @@ def verify_bundle(path: str | Path) -> dict[str, Any]:
     from safetensors import SafetensorError, safe_open
 
     from ..io.files import sha256_file
-    from ..models.architectures import model_entry
+    from ..models.architectures import find_architecture
     from ..models.weights import check_tensor_dtypes, check_weights, meta_model
     from .run import _all_finite, describe_non_finite
 
@@ -112,7 +112,7 @@ def verify_bundle(path: str | Path) -> dict[str, Any]:
     checks.append(f"header intact, {len(shapes)} tensors read")
 
     try:
-        entry = model_entry(cfg.architecture)
+        entry = find_architecture(cfg.architecture)
         skeleton = meta_model(cfg.architecture, entry.config_cls.from_dict(cfg.model))
         floats = shapes
         if cfg.quantization is not None:

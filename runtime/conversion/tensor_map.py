@@ -52,9 +52,6 @@ class TensorTable:
         return None
 
 
-IDENTITY = None  # a native bundle needs no table: names are already the model's
-
-
 @dataclass
 class Translation:
     tensors: dict[str, Tensor] = field(default_factory=dict)  # target name -> tensor

@@ -1,6 +1,7 @@
 """The tasks ``oasr batch`` runs, one entry each: which models it loads, where an input's outputs
-go, and the work on one input, through the same runtime functions and writers the single-file
-commands use (so a batch output is byte for byte the command's).
+go, and the work on one input. An audio task's work on one file is the single-file command's own
+(``oasr.pipelines.file_tasks.run_file``), so a batch output is byte for byte the command's and
+a long recording is read a window at a time in both.
 
 A task that lands later is one more ``register(CorpusTask(...))`` here.
 """
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import InputError
+from ..pipelines.file_tasks import file_task, run_file
 from .manifest import Item
 
 
@@ -94,92 +96,14 @@ def _audio_outputs(extension: Callable[[str], str]) -> Callable[[Work, Item], li
     return outputs
 
 
-def _audio_task(compute: Callable[[tuple, Work, Any, Any], Any], render: Callable[[Any, str, Work], str], outputs):
-    """The work on one audio input: decode, compute, then one file per format (as ``oasr_cli.batch``)."""
-
-    def run(models: tuple, work: Work, item: Item, options: Any) -> Outcome:
-        from ..io.audio import duration, load_audio
-        from ..io.files import write_with_parents
-
-        samples = load_audio(item.path)
-        result = compute(models, work, samples, options)
-        if not result.source:
-            result = dataclasses.replace(result, source=item.path)
-        paths = outputs(work, item)
-        for fmt, path in zip(work.formats, paths):
-            write_with_parents(path, render(result, fmt, work).encode("utf-8"))
-        return Outcome(paths, duration(samples))
-
-    return run
-
-
-# --- transcribe, diarize, pitch ------------------------------------------------------------------
-
-
 def _transcript_extension(fmt: str) -> str:
     from ..formats import extension
 
     return extension(fmt)
 
 
-def _transcribe(models, work, samples, options):
-    from ..pipelines.transcribe import transcribe
-
-    return transcribe(samples, models[0], options, device=work.device, dtype=work.dtype)
-
-
-def _render_transcript(transcript, fmt, work):
-    from ..formats import render
-
-    return render(transcript, fmt, work.writer)
-
-
-def _diarize(models, work, samples, options):
-    from ..pipelines.diarize import diarize
-
-    segmenter, encoder = models
-    return diarize(samples, options, segmentation_model=segmenter, embedding_model=encoder, device=work.device)
-
-
-def _render_turns(turns, fmt, work):
-    from ..formats.turns import render_turns
-
-    return render_turns(turns, fmt)
-
-
-def _pitch(models, work, samples, options):
-    from ..pipelines.pitch import pitch
-
-    return pitch(samples, models[0], options, device=work.device, dtype=work.dtype)
-
-
-def _render_pitch(track, fmt, work):
-    from ..formats.pitch import render_pitch
-
-    return render_pitch(track, fmt)
-
-
 def _same(fmt: str) -> str:
     return fmt
-
-
-_transcript_outputs = _audio_outputs(_transcript_extension)
-_named_outputs = _audio_outputs(_same)
-
-
-def _transcribe_models(names):
-    return ((names.get("model") or "auto", "transcribe"),)
-
-
-def _pitch_models(names):
-    return ((names.get("model") or "auto", "pitch"),)
-
-
-def _diarize_models(names):
-    from ..pipelines.diarize import EMBEDDING_MODEL, SEGMENTATION_MODEL
-
-    segmentation = (names.get("segmentation_model") or SEGMENTATION_MODEL, "speaker-segmentation")
-    return (segmentation, (names.get("embedding_model") or EMBEDDING_MODEL, "speaker-embedding"))
 
 
 def _options(name: str) -> Callable[[], Any]:
@@ -191,25 +115,36 @@ def _options(name: str) -> Callable[[], Any]:
     return default
 
 
-register(
-    CorpusTask(
-        "transcribe", _transcribe_models, _options("TranscribeOptions"), _transcript_outputs,
-        _audio_task(_transcribe, _render_transcript, _transcript_outputs), ("language",), default_formats=("txt",),
-    )
-)
-register(
-    CorpusTask(
-        "diarize", _diarize_models, _options("DiarizeOptions"), _named_outputs,
-        _audio_task(_diarize, _render_turns, _named_outputs), ("num_speakers",), default_formats=("rttm",),
-    )
-)
-register(
-    CorpusTask(
-        "pitch", _pitch_models, _options("PitchOptions"), _named_outputs,
-        _audio_task(_pitch, _render_pitch, _named_outputs), default_formats=("csv",),
-    )
-)
+# --- transcribe, diarize, pitch: the single-file commands' own work on each file ---------------------
 
+
+def _audio_task(name: str, outputs: Callable[[Work, Item], list[Path]]) -> Callable[[tuple, Work, Item, Any], Outcome]:
+    """The work on one audio input: ``oasr.pipelines.file_tasks.run_file``, as the CLI's input
+    runner does it, then one file per format, each atomic."""
+
+    def run(models: tuple, work: Work, item: Item, options: Any) -> Outcome:
+        from ..io.files import write_with_parents
+
+        task = file_task(name)
+        result, seconds = run_file(task, item.path, models, options, device=work.device, dtype=work.dtype)
+        paths = outputs(work, item)
+        for fmt, path in zip(work.formats, paths):
+            write_with_parents(path, task.render(result, fmt, work.writer).encode("utf-8"))
+        return Outcome(paths, seconds)
+
+    return run
+
+
+def _register_audio(name: str, options: str, outputs, row_options: tuple[str, ...], default_format: str) -> None:
+    models = file_task(name).models
+    register(CorpusTask(name, models, _options(options), outputs, _audio_task(name, outputs), row_options, default_formats=(default_format,)))
+
+
+_transcript_outputs = _audio_outputs(_transcript_extension)
+_named_outputs = _audio_outputs(_same)
+_register_audio("transcribe", "TranscribeOptions", _transcript_outputs, ("language",), "txt")
+_register_audio("diarize", "DiarizeOptions", _named_outputs, ("num_speakers",), "rttm")
+_register_audio("pitch", "PitchOptions", _named_outputs, (), "csv")
 
 
 # --- separate, tts: several files per input, or text in -------------------------------------------

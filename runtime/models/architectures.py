@@ -32,7 +32,8 @@ class Architecture:
         return self.model_cls.capabilities
 
 
-def model_entry(architecture: str) -> Architecture:
+def find_architecture(architecture: str) -> Architecture:
+    """The installed architecture of that name: its model class and config dataclass."""
     try:
         cls = plugins.load(ENTRY_POINT_GROUP, architecture, "architecture")
     except CapabilityError as e:
@@ -51,7 +52,7 @@ def serving(capability: str) -> list[str]:
     names = []
     for name in architectures():
         try:
-            cls = model_entry(name).model_cls
+            cls = find_architecture(name).model_cls
         except DetectionError:
             continue
         if capability in cls.capabilities:

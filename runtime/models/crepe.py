@@ -126,7 +126,3 @@ def bins_to_cents(bins: Tensor) -> Tensor:
 
 def cents_to_hz(cents: Tensor) -> Tensor:
     return 10.0 * torch.pow(2.0, cents / 1200.0)
-
-
-def hz_to_cents(hz: Tensor) -> Tensor:
-    return 1200.0 * torch.log2(hz / 10.0)

@@ -19,7 +19,7 @@ from ..conversion.tensor_map import translate
 from ..errors import ConversionError, LoadError
 from ..specs import LoadReport
 from .base import BaseModelConfig, OasrModel
-from .architectures import model_entry
+from .architectures import find_architecture
 
 if TYPE_CHECKING:
     from ..quant.section import QuantizationSpec
@@ -75,7 +75,7 @@ def torch_single_threaded() -> Iterator[None]:
 
 def meta_model(architecture: str, config: BaseModelConfig) -> OasrModel:
     """The model with no storage: names, shapes and dtypes for free."""
-    entry = model_entry(architecture)
+    entry = find_architecture(architecture)
     with torch.device("meta"), _SkipInitOnMeta():
         return entry.model_cls(config)
 

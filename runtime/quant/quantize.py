@@ -51,13 +51,13 @@ def source_bundle(spec: str | Path, progress=None) -> Path:
     oasr cache, as ``-m`` does).
     """
     from ..hub.resolve import resolve_model
-    from ..models.architectures import model_entry
+    from ..models.architectures import find_architecture
     from ..conversion.detect import pick_converter
 
     path = Path(spec).expanduser()
     if path.exists() and not _bundle.is_bundle(path):
         converter, _ = pick_converter(path)
-        entry = model_entry(converter.architecture)
+        entry = find_architecture(converter.architecture)
         check_quantizable(entry.model_cls, converter.architecture)
     return Path(resolve_model(spec, progress=progress))
 
@@ -122,7 +122,7 @@ def quantize_bundle(
     (the hub's variants, ``oasr.hub.variants``, lie beside their bundle). ``label``: how the
     source is named in messages and the quantization section (default: the folder)."""
     from ..conversion.run import check_finite
-    from ..models.architectures import model_entry
+    from ..models.architectures import find_architecture
     from ..models.weights import meta_model
 
     start = time.perf_counter()
@@ -132,7 +132,7 @@ def quantize_bundle(
     cfg = _bundle.read_config(bundle)
     if cfg.quantization is not None:
         raise InputError(f"{src} is already quantized ({cfg.quantization['scheme']}); quantize its full-precision source")
-    config = model_entry(cfg.architecture).config_cls.from_dict(cfg.model)
+    config = find_architecture(cfg.architecture).config_cls.from_dict(cfg.model)
     skeleton = meta_model(cfg.architecture, config)
     check_quantizable(skeleton, cfg.architecture)
     layers = plan_layers(skeleton, scheme, keep)

@@ -88,14 +88,6 @@ def read_metadata(folder: Path):
     return metadata
 
 
-def tensor_names(folder: Path) -> list[str]:
-    """The tensor entries of the checkpoint, by their flattened names."""
-    from torch.distributed.checkpoint.metadata import TensorStorageMetadata
-
-    metadata = read_metadata(folder)
-    return [k for k, v in metadata.state_dict_metadata.items() if isinstance(v, TensorStorageMetadata)]
-
-
 def read_distributed_checkpoint(folder: Path, prefix: str | None = None) -> dict[str, Tensor]:
     """The checkpoint's tensors in one state dict. ``prefix`` (e.g. ``state_dict.``) keeps only the
     entries under it, named without it; None: Lightning's ``state_dict.`` when there is one, else all."""

@@ -1,7 +1,8 @@
 """The FastConformer bundle config: encoder and head dimensions plus NeMo's mel preprocessor.
 
-One dataclass serves every source: NeMo's ``model_config.yaml`` (``from_nemo``) and Hugging Face
-Parakeet's ``config.json`` (``from_hf``). Stored tensors keep NeMo's own state-dict names
+One dataclass serves every source; reading a foreign config into it is the converters' work
+(``oasr_converters.nemo.fastconformer_config`` for NeMo's ``model_config.yaml``,
+``oasr_converters.hf_parakeet.parakeet_config`` for Hugging Face Parakeet's ``config.json``). Stored tensors keep NeMo's own state-dict names
 (``encoder.pre_encode.conv.0.weight``, ``encoder.layers.{i}.self_attn.linear_q.weight``,
 ``decoder.decoder_layers.0.weight`` for a CTC head, ``decoder.prediction.embed.weight``,
 ``joint.joint_net.2.weight``, a hybrid's ``ctc_decoder.decoder_layers.0.weight``).
@@ -40,11 +41,10 @@ seconds): ``sample_rate``, ``n_fft``, ``win_length``, ``hop_length``, ``window``
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from ...errors import BundleError, ConversionError
+from ...errors import BundleError
 from ..base import BaseModelConfig
 
 HEADS = ("ctc", "rnnt", "tdt")
@@ -74,51 +74,6 @@ class PreprocessorConfig:
     highfreq: float | None = None
     mel_norm: str | None = "slaney"
     exact_pad: bool = False
-
-    @classmethod
-    def from_nemo(cls, pre: Mapping[str, Any]) -> "PreprocessorConfig":
-        """NeMo's ``preprocessor`` section (``window_size``/``window_stride`` in seconds)."""
-        rate = int(pre.get("sample_rate", 16000))
-        win = round(float(pre.get("window_size", 0.02)) * rate)
-        n_fft = pre.get("n_fft") or 2 ** math.ceil(math.log2(win))
-        guard = pre.get("log_zero_guard_value", 2.0**-24)
-        norm = pre.get("normalize", "per_feature")
-        return cls(
-            sample_rate=rate,
-            n_fft=int(n_fft),
-            win_length=win,
-            hop_length=round(float(pre.get("window_stride", 0.01)) * rate),
-            window=str(pre.get("window", "hann")),
-            n_mels=int(pre.get("features", pre.get("nfilt", 64))),
-            preemphasis=pre.get("preemph", 0.97),
-            mag_power=float(pre.get("mag_power", 2.0)),
-            log=bool(pre.get("log", True)),
-            log_zero_guard_type=str(pre.get("log_zero_guard_type", "add")),
-            log_zero_guard_value=guard if isinstance(guard, str) else float(guard),
-            normalize=dict(norm) if isinstance(norm, Mapping) else ("" if norm in (None, "None", "none", False) else str(norm)),
-            pad_to=int(pre.get("pad_to", 16) or 0),
-            pad_value=float(pre.get("pad_value", 0.0)),
-            dither=float(pre.get("dither", 1e-5)),
-            lowfreq=float(pre.get("lowfreq", 0.0)),
-            highfreq=None if pre.get("highfreq") is None else float(pre["highfreq"]),
-            mel_norm=pre.get("mel_norm", "slaney"),
-            exact_pad=bool(pre.get("exact_pad", False)),
-        )
-
-    @classmethod
-    def from_hf(cls, fe: Mapping[str, Any]) -> "PreprocessorConfig":
-        """transformers' ``ParakeetFeatureExtractor`` settings (``preprocessor_config.json``)."""
-        return cls(
-            sample_rate=int(fe.get("sampling_rate", 16000)),
-            n_fft=int(fe.get("n_fft", 512)),
-            win_length=int(fe.get("win_length", 400)),
-            hop_length=int(fe.get("hop_length", 160)),
-            n_mels=int(fe.get("feature_size", 80)),
-            preemphasis=fe.get("preemphasis", 0.97),
-            pad_to=0,
-            pad_value=float(fe.get("padding_value", 0.0)),
-            dither=0.0,
-        )
 
 
 @dataclass(frozen=True)
@@ -197,23 +152,6 @@ class FastConformerConfig(BaseModelConfig):
             data["preprocessor"] = _preprocessor_from_dict(data["preprocessor"])
         return super().from_dict(data)
 
-    @classmethod
-    def from_nemo(cls, model_config: Mapping[str, Any]) -> "FastConformerConfig":
-        """NeMo's ``model_config.yaml`` as a dict (an EncDecCTC/RNNT/Hybrid model's ``cfg``)."""
-        try:
-            return _from_nemo(cls, model_config)
-        except (KeyError, TypeError, ValueError) as e:
-            raise ConversionError(f"NeMo model config is incomplete or unsupported: {e!r}") from e
-
-    @classmethod
-    def from_hf(cls, config_json: Mapping[str, Any], preprocessor: Mapping[str, Any] | None = None) -> "FastConformerConfig":
-        """Hugging Face Parakeet ``config.json`` (``parakeet_ctc``, ``parakeet_rnnt``, ``parakeet_tdt``)
-        and, when present, its ``preprocessor_config.json``."""
-        try:
-            return _from_hf(cls, config_json, preprocessor or {})
-        except (KeyError, TypeError, ValueError) as e:
-            raise ConversionError(f"Parakeet config.json is incomplete or unsupported: {e!r}") from e
-
 
 def _preprocessor_from_dict(data: Mapping[str, Any]) -> PreprocessorConfig:
     names = {f.name for f in dataclasses.fields(PreprocessorConfig)}
@@ -221,125 +159,3 @@ def _preprocessor_from_dict(data: Mapping[str, Any]) -> PreprocessorConfig:
     if unknown:
         raise BundleError(f"preprocessor config has unknown field(s): {', '.join(unknown)}")
     return PreprocessorConfig(**data)
-
-
-def _nemo_head(model_config: Mapping[str, Any]) -> tuple[str, bool]:
-    """The head kind from the config's shape: a joint means a transducer, TDT when it names durations."""
-    if "joint" not in model_config:
-        return "ctc", False
-    durations = _nemo_durations(model_config)
-    return ("tdt" if durations else "rnnt"), "aux_ctc" in model_config
-
-
-def _nemo_durations(model_config: Mapping[str, Any]) -> list[int]:
-    defaults = model_config.get("model_defaults") or {}
-    loss = (model_config.get("loss") or {}).get("tdt_kwargs") or {}
-    decoding = model_config.get("decoding") or {}
-    return list(defaults.get("tdt_durations") or loss.get("durations") or decoding.get("durations") or [])
-
-
-def _from_nemo(cls, cfg: Mapping[str, Any]) -> FastConformerConfig:
-    enc = cfg["encoder"]
-    head, hybrid = _nemo_head(cfg)
-    d_model = int(enc["d_model"])
-    channels = int(enc.get("subsampling_conv_channels", -1))
-    context = enc.get("att_context_size") or [-1, -1]
-    if context and isinstance(context[0], (list, tuple)):  # multi-lookahead models: the first is the default
-        context = context[0]
-    attention = enc.get("self_attention_model", "rel_pos")
-    if attention != "rel_pos":
-        raise ValueError(f"self_attention_model {attention!r} (only rel_pos is implemented)")
-    if enc.get("causal_downsampling"):
-        raise ValueError("causal_downsampling (streaming models' causal subsampling is not implemented)")
-    use_bias = bool(enc.get("use_bias", True))
-    fields: dict[str, Any] = dict(
-        n_mels=int(enc["feat_in"]),
-        d_model=d_model,
-        n_layers=int(enc["n_layers"]),
-        n_heads=int(enc.get("n_heads", 4)),
-        ff_hidden=int(d_model * enc.get("ff_expansion_factor", 4)),
-        subsampling=str(enc.get("subsampling", "striding")),
-        subsampling_factor=int(enc.get("subsampling_factor", 4)),
-        subsampling_conv_channels=d_model if channels == -1 else channels,
-        conv_kernel_size=int(enc.get("conv_kernel_size", 31)),
-        conv_norm_type=str(enc.get("conv_norm_type", "batch_norm")),
-        xscaling=bool(enc.get("xscaling", True)),
-        att_context_size=tuple(int(v) for v in context),
-        att_context_style=str(enc.get("att_context_style", "regular")),
-        linear_bias=use_bias,
-        conv_bias=use_bias,
-        head=head,
-        hybrid_ctc=hybrid,
-        preprocessor=PreprocessorConfig.from_nemo(cfg.get("preprocessor") or {}),
-    )
-    if head == "ctc":
-        fields["vocab_size"] = _num_labels(cfg["decoder"])
-    else:
-        joint, dec = cfg["joint"], cfg["decoder"]
-        prednet, jointnet = dec.get("prednet") or {}, joint.get("jointnet") or {}
-        defaults = cfg.get("model_defaults") or {}
-        fields.update(
-            vocab_size=_num_labels(joint),
-            pred_hidden=int(prednet.get("pred_hidden", defaults.get("pred_hidden", 0))),
-            pred_rnn_layers=int(prednet.get("pred_rnn_layers", 1)),
-            joint_hidden=int(jointnet.get("joint_hidden", defaults.get("joint_hidden", 0))),
-            joint_activation=str(jointnet.get("activation", "relu")),
-            durations=tuple(_nemo_durations(cfg)),
-            max_symbols_per_step=int(((cfg.get("decoding") or {}).get("greedy") or {}).get("max_symbols") or 10),
-        )
-    return cls(**fields)
-
-
-def _num_labels(section: Mapping[str, Any]) -> int:
-    """NeMo's ``num_classes`` counts labels without the blank (-1: the vocabulary's length)."""
-    n = int(section.get("num_classes", -1))
-    return len(section.get("vocabulary") or []) if n < 1 else n
-
-
-def _from_hf(cls, cfg: Mapping[str, Any], fe: Mapping[str, Any]) -> FastConformerConfig:
-    kind = cfg["model_type"]
-    enc = cfg["encoder_config"]
-    fields: dict[str, Any] = dict(
-        n_mels=int(enc.get("num_mel_bins", 80)),
-        d_model=int(enc["hidden_size"]),
-        n_layers=int(enc["num_hidden_layers"]),
-        n_heads=int(enc["num_attention_heads"]),
-        ff_hidden=int(enc["intermediate_size"]),
-        subsampling="dw_striding",
-        subsampling_factor=int(enc.get("subsampling_factor", 8)),
-        subsampling_conv_channels=int(enc.get("subsampling_conv_channels", 256)),
-        subsampling_kernel=int(enc.get("subsampling_conv_kernel_size", 3)),
-        conv_kernel_size=int(enc.get("conv_kernel_size", 9)),
-        xscaling=bool(enc.get("scale_input", True)),
-        linear_bias=bool(enc.get("attention_bias", True)),
-        conv_bias=bool(enc.get("convolution_bias", True)),
-        preprocessor=PreprocessorConfig.from_hf(fe),
-    )
-    if int(enc.get("subsampling_conv_stride", 2)) != 2:
-        raise ValueError("subsampling_conv_stride other than 2")
-    if enc.get("hidden_act", "silu") not in ("silu", "swish"):
-        raise ValueError(f"encoder hidden_act {enc.get('hidden_act')!r} (FastConformer uses silu)")
-    if kind == "parakeet_ctc":
-        # The CTC head's classes include the blank, which is pad_token_id and the last class.
-        vocab = int(cfg.get("vocab_size", 1025))
-        if int(cfg.get("pad_token_id", vocab - 1)) != vocab - 1:
-            raise ValueError("a CTC blank (pad_token_id) other than the last class")
-        fields.update(head="ctc", vocab_size=vocab - 1)
-    elif kind in ("parakeet_rnnt", "parakeet_tdt"):
-        vocab = int(cfg.get("vocab_size", 8193))
-        if int(cfg.get("blank_token_id", vocab - 1)) != vocab - 1:
-            raise ValueError("a transducer blank (blank_token_id) other than the last class")
-        hidden = int(cfg.get("decoder_hidden_size", 640))
-        fields.update(
-            head="tdt" if kind == "parakeet_tdt" else "rnnt",
-            vocab_size=vocab - 1,
-            pred_hidden=hidden,
-            pred_rnn_layers=int(cfg.get("num_decoder_layers", 2)),
-            joint_hidden=hidden,
-            joint_activation=str(cfg.get("hidden_act", "relu")),
-            durations=tuple(cfg.get("durations", (0, 1, 2, 3, 4))) if kind == "parakeet_tdt" else (),
-            max_symbols_per_step=int(cfg.get("max_symbols_per_step", 10)),
-        )
-    else:
-        raise ValueError(f"model_type {kind!r}")
-    return cls(**fields)

@@ -66,12 +66,6 @@ def volume_gain(audio: np.ndarray, target_dbfs: float = TARGET_DBFS) -> float:
     return 1.0 if change_db <= 0 else 10 ** (change_db / 20)
 
 
-def volume_normalized(audio: np.ndarray, target_dbfs: float = TARGET_DBFS) -> np.ndarray:
-    """``audio`` raised (never lowered) to ``target_dbfs`` RMS, as Resemblyzer's ``normalize_volume``."""
-    gain = volume_gain(audio, target_dbfs)
-    return audio if gain == 1.0 else (audio * gain).astype(np.float32)
-
-
 def partial_starts(
     n_samples: int, *, partial_frames: int, hop: int, sample_rate: int, rate: float, min_coverage: float
 ) -> list[int]:

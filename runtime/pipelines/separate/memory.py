@@ -1,21 +1,10 @@
 """Freed segment buffers go back to the system, so they do not pile up between forward passes.
 
-An HTDemucs forward pass on a 7.8 s segment allocates tens of tensors of 10 to 70 MB and frees
-them again. glibc serves blocks above its mmap threshold with mmap and returns them when freed,
-but it raises that threshold to the size of each such block freed (up to 32 MB), so after the
-first pass most of them come from the heap, stay there when freed, and fragment it: the
-process then peaks about 300 MB above what it holds at any moment (measured at the released
-htdemucs shape, 960 MB against 670 MB with the threshold fixed at 1 MB). Fixing the threshold
-is process-wide, so the library does not do it on its own: ``oasr separate --low-memory`` (whose
-process it is) calls ``return_freed_buffers()``, and so may a program that embeds ``oasr.separate``.
-
-It is not the default because every such block is then a fresh mmap whose pages are faulted in
-and zeroed. 3 minutes of a 44.1 kHz stereo track at the released htdemucs shape, 2 threads
-(``benchmarks/separate.py``, against demucs on the same weights): 1.21x demucs' time and 0.38x its
-peak memory with the threshold at 1 MB, 0.76x and 0.51x with glibc's own behaviour. (Before the
-forward pass ran its widest layers a few rows at a time, 30 s took 26.7 s and 731 MB at 1 MB,
-16.3 s and 979 MB with glibc's own behaviour; a threshold of 4 or 16 MB, or ``malloc_trim`` after
-each segment, fell between the two.)
+glibc raises its mmap threshold to each large block freed, so HTDemucs' 10-70 MB buffers stay
+in a fragmented heap (about 300 MB above what the process holds); fixing the threshold at 1 MB
+returns them, for about 1.5x the time. It is process-wide, so the library never does it on its
+own: ``oasr separate --low-memory`` (whose process it is) calls ``return_freed_buffers()``, and
+so may a program that embeds ``oasr.separate``. The measurements: ``benchmarks/separate.py``.
 """
 
 from __future__ import annotations

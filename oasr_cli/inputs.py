@@ -1,36 +1,37 @@
-"""The batch runner every audio command shares: its flags, where results go, and the loop.
+"""The input runner every audio command shares: its flags, where results go, and the loop over
+the command's inputs (several AUDIO arguments; ``oasr batch`` is the corpus runner, ``oasr.corpus``).
 
-A command is its own flags, its options dataclass and one ``run_batch`` call::
+A command is its own flags, its options dataclass and one ``run_inputs`` call::
 
-    @batch_command("transcribe")
-    def transcribe(model: ModelOpt = "auto", ..., *, flags: BatchFlags) -> None:
+    @audio_command("transcribe")
+    def transcribe(model: ModelOpt = "auto", ..., *, flags: InputFlags) -> None:
         plan = plan_outputs(flags, requested, formats, default="txt")
         options = from_flags(TranscribeOptions, locals(), ...)  # a bad value: a usage error, exit 2
-        run_batch(flags, plan, Job(models=((model, "transcribe"),), run=..., render=...))
+        run_inputs(flags, plan, InputJob(task="transcribe", models=..., options=options, ...))
 
-``batch_command`` adds the flags the runner owns (AUDIO..., -f, -o, --output-dir, --json, --device,
+``audio_command`` adds the flags the runner owns (AUDIO..., -f, -o, --output-dir, --json, --device,
 --dtype, --fail-fast, -q, -v) to the command's signature and hands them over as one
-``BatchFlags``. ``run_batch`` checks the cheap things first (every input exists, output folders),
+``InputFlags``. ``run_inputs`` checks the cheap things first (every input exists, output folders),
 so a typo does not wait for a model; loads the models once, through ``oasr.load_pretrained(...,
-task=...)`` (the hub's steps as a spinner on a terminal); then runs each input with a progress bar
-on a terminal and a timing line in the log, and writes each result atomically or prints it. An
-error about a model or the options stops the batch; a bad file is reported on one line and the
-batch goes on (unless --fail-fast), then exits 1 with a summary. A closed stdout (``| head``)
-ends the run quietly.
+task=...)`` (the hub's steps as a spinner on a terminal); then runs each input through the
+runtime's ``run_file`` (``oasr.pipelines.file_tasks``, which ``oasr batch`` runs too) with a
+progress bar on a terminal and a timing line in the log, and writes each result atomically or
+prints it. An error about a model or the options stops the run; a bad file is reported on one
+line and the run goes on (unless --fail-fast), then exits 1 with a summary. A closed stdout
+(``| head``) ends the run quietly.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
-import dataclasses
 import logging
 import sys
 import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Annotated, Any, Callable, Mapping, Optional, Sequence
 
 import typer
 
@@ -46,14 +47,13 @@ log = logging.getLogger("oasr")
 
 DASH = "-"  # stdin as an input, stdout as -o
 Route = list[tuple[str, Path | None]]  # per input: (format, path, or None for stdout)
-Progress = Callable[[float, float], None]  # progress(done_seconds, total_seconds)
 
 
 # --- the flags ----------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class BatchFlags:
+class InputFlags:
     """The flags every audio command shares: its inputs, where results go, the device, the log."""
 
     sources: list[str]  # -f AUDIO..., then AUDIO...
@@ -69,19 +69,19 @@ class BatchFlags:
     threads: int | None = None
 
 
-def _batch_flags(verb: str) -> Callable[..., BatchFlags]:
-    def build(audio, files, output, output_dir, json_out, device, dtype, threads, fail_fast, quiet, verbose) -> BatchFlags:
+def _input_flags(verb: str) -> Callable[..., InputFlags]:
+    def build(audio, files, output, output_dir, json_out, device, dtype, threads, fail_fast, quiet, verbose) -> InputFlags:
         sources = [*(files or []), *(audio or [])]
-        return BatchFlags(sources, output, output_dir, json_out, device.value, dtype.value, fail_fast, quiet, verbose, verb, threads)
+        return InputFlags(sources, output, output_dir, json_out, device.value, dtype.value, fail_fast, quiet, verbose, verb, threads)
 
     return build
 
 
-def batch_command(verb: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
-    """Decorator: give a command the runner's flags; it receives them as ``flags: BatchFlags``."""
+def audio_command(verb: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Decorator: give a command the runner's flags; it receives them as ``flags: InputFlags``."""
     return flag_group(
         "flags",
-        _batch_flags(verb),
+        _input_flags(verb),
         before=(("audio", AudioArg, None), ("files", AudioFilesOpt, None)),
         after=(
             ("output", OutputOpt, None),
@@ -104,6 +104,35 @@ def flag_values(given: Any) -> list[str]:
     return [getattr(v, "value", v) for v in (given if isinstance(given, (list, tuple)) else [given])]
 
 
+# --- --plot: a picture of the one input ------------------------------------------------------------
+
+
+def plot_option(picture: str) -> Any:
+    """The type of --plot FILE.png, for the signature of a command that draws ``picture``."""
+    help = f"Also draw {picture} into FILE.png (one input; needs matplotlib)."
+    return Annotated[Optional[Path], typer.Option("--plot", metavar="FILE.png", help=help, rich_help_panel="Output")]
+
+
+def plot_writer(plot: Path | None, flags: InputFlags, draw: Callable[[Any, Any], bytes]) -> Callable[[Any, Any], None] | None:
+    """--plot checked before any work (one input, matplotlib installed, a path that can be
+    written), as the job's ``plot``: ``draw(result, samples)``'s PNG written atomically."""
+    if plot is None:
+        return None
+    if len(flags.sources) != 1:
+        raise usage(f"--plot draws one input, not {len(flags.sources)}")
+    if CAPTURE.get() is None:  # (`oasr batch` refuses --plot itself, whatever is installed)
+        from oasr.formats.pitch_plot import require_matplotlib
+
+        require_matplotlib()  # a missing extra is one line, exit 1
+        check_output_path(plot)
+
+    def write(result: Any, samples: Any) -> None:
+        write_output(plot, draw(result, samples))
+        log.info("wrote %s", plot)
+
+    return write
+
+
 # --- where results go ------------------------------------------------------------------------------
 
 
@@ -120,7 +149,7 @@ class Plan:
 
 
 def plan_outputs(
-    flags: BatchFlags,
+    flags: InputFlags,
     requested: Sequence[str],
     formats: Mapping[str, str],
     *,
@@ -195,35 +224,42 @@ def plan_outputs(
 
 
 @dataclass(frozen=True)
-class Job:
-    """What a command does with each input, for ``run_batch``."""
+class InputJob:
+    """What a command does with each input, for ``run_inputs``: an audio task of the runtime's
+    (``oasr.pipelines.file_tasks``), with the command's options and how its results are shown.
+    ``oasr batch TASK`` takes the same fields (models, options, writer_options) to its workers."""
 
+    task: str  # a name in oasr.pipelines.file_tasks.FILE_TASKS
     models: tuple[tuple[str, str], ...]  # (name or path as given, its task in oasr.tasks.TASKS), each loaded once
-    run: Callable[[tuple, Any, Progress | None], Any]  # (loaded models, 16 kHz samples, progress) -> a result
-    render: Callable[[Any, str], str]  # (result, format) -> the text of one file
+    options: Any  # the task's options dataclass
     json_line: Callable[[Any], str]  # result -> one compact JSON line (several inputs on stdout: JSON Lines)
     describe: Callable[[Any], str]  # what the timing line adds: "2 speaker(s), 5 turn(s)"
+    writer_options: Any = None  # transcripts: the subtitle layout
     # Formats whose results of several inputs join into one stream (stdout, a shared -o FILE) without
     # "==> file <==" lines: format -> (result, first piece?) -> text.
     joined: Mapping[str, Callable[[Any, bool], str]] = field(default_factory=dict)
-    # The runtime options ``run`` and ``render`` use, as oasr.batch takes them ("options",
-    # "writer_options"; "plot": a one-input extra): how `oasr batch TASK` reuses the command's flags.
-    runtime: Mapping[str, Any] = field(default_factory=dict)
+    plot: Callable[[Any, Any], None] | None = None  # --plot (one input): (result, samples) -> draws the picture
+
+    def render(self, result: Any, fmt: str) -> str:
+        """The text of one file of ``result`` in ``fmt``."""
+        from oasr.pipelines.file_tasks import file_task
+
+        return file_task(self.task).render(result, fmt, self.writer_options)
 
 
 # `oasr batch TASK ... [task options]` parses the task options with the task's own command: while
-# a list is set here, run_batch appends (flags, plan, job) to it and returns without running.
-CAPTURE: contextvars.ContextVar[list | None] = contextvars.ContextVar("oasr_batch_capture", default=None)
+# a list is set here, run_inputs appends (flags, plan, job) to it and returns without running.
+CAPTURE: contextvars.ContextVar[list | None] = contextvars.ContextVar("oasr_corpus_capture", default=None)
 
 
 def fatal_errors() -> tuple[type[BaseException], ...]:
-    """Errors about the model or the options, not the file: the whole batch stops."""
+    """Errors about the model or the options, not the file: the whole run stops."""
     from oasr.errors import BundleError, CapabilityError, ConversionError, DetectionError, LoadError
 
     return (BundleError, CapabilityError, ConversionError, DetectionError, LoadError)
 
 
-def run_batch(flags: BatchFlags, plan: Plan, job: Job) -> None:
+def run_inputs(flags: InputFlags, plan: Plan, job: InputJob) -> None:
     """Run ``job`` on every input of ``flags`` and put the results where ``plan`` says; exit 1
     at the end when an input failed."""
     captured = CAPTURE.get()
@@ -232,27 +268,31 @@ def run_batch(flags: BatchFlags, plan: Plan, job: Job) -> None:
         return
     setup_logging(flags.quiet, flags.verbose)
     set_threads(flags.threads)
-    batch = _Batch(flags, plan, job)
-    pending = batch.check()
+    run = InputRun(flags, plan)
+    pending = run.check()
     if pending:
-        models = _load_models(job.models, flags)
+        from oasr.pipelines.file_tasks import file_task, run_file
+
+        task = file_task(job.task)
+        models = load_models(job.models, flags)
         with progress_bar(interactive(flags.quiet)) as bar:
-            for src, route in pending:
-                try:
-                    batch.write(src, batch.process(models, src, bar), route)
-                except BrokenPipeError:  # the reader of stdout is gone (`| head`): stop, quietly
-                    silence_stdout()
-                    break
-                except fatal_errors():
-                    raise
-                except Exception as e:
-                    if batch.fail(src, e):
-                        break
-        batch.finish()
-    batch.exit_if_failed()
+
+            def one(src: str, route: Route) -> None:
+                started = time.perf_counter()
+                result, seconds = run_file(
+                    task, src, models, job.options, device=flags.device, dtype=flags.dtype,
+                    progress_for=lambda total: file_progress(bar, src, total), plot=job.plot,
+                )
+                log.info("%s: %.1f s of audio in %.1f s, %s", src, seconds, time.perf_counter() - started, job.describe(result))
+                run.write(src, result, route, job)
+
+            run.each(pending, one)
+        run.finish()
+    run.exit_if_failed()
 
 
-def _load_models(models: tuple[tuple[str, str], ...], flags: BatchFlags) -> tuple:
+def load_models(models: tuple[tuple[str, str], ...], flags: InputFlags) -> tuple:
+    """Each (name, task) loaded once, the hub's steps as a spinner on a terminal."""
     import oasr
 
     loaded = []
@@ -265,11 +305,12 @@ def _load_models(models: tuple[tuple[str, str], ...], flags: BatchFlags) -> tupl
     return tuple(loaded)
 
 
-class _Batch:
-    """The state of one run: what failed, what was printed, the pieces of a shared -o FILE."""
+class InputRun:
+    """The state of one run over a command's inputs: what failed, what was printed, the pieces of
+    a shared -o FILE."""
 
-    def __init__(self, flags: BatchFlags, plan: Plan, job: Job):
-        self.flags, self.plan, self.job = flags, plan, job
+    def __init__(self, flags: InputFlags, plan: Plan):
+        self.flags, self.plan = flags, plan
         self.several = len(flags.sources) > 1
         self.failed: list[str] = []
         self.printed = 0  # results printed on stdout so far
@@ -296,34 +337,37 @@ class _Batch:
             pending.append((src, route))
         return pending
 
-    def process(self, models: tuple, src: str, bar) -> Any:
-        from oasr.io.audio import duration, open_audio
+    def each(self, pending: list[tuple[str, Route]], do: Callable[[str, Route], None]) -> None:
+        """``do(src, route)`` for each input: a bad file is reported on one line and the run goes
+        on (unless --fail-fast); an error about the model or the options stops it; a closed
+        stdout (``| head``) ends it quietly."""
+        for src, route in pending:
+            try:
+                do(src, route)
+            except BrokenPipeError:  # the reader of stdout is gone: stop, quietly
+                silence_stdout()
+                break
+            except fatal_errors():
+                raise
+            except Exception as e:
+                if self.fail(src, e):
+                    break
 
-        started = time.perf_counter()
-        samples = open_audio(src)  # a long recording stays on disk, read a window at a time
-        seconds = duration(samples)
-        with file_progress(bar, src, seconds) as callback:
-            result = self.job.run(models, samples, callback)
-        if not result.source:
-            result = dataclasses.replace(result, source=src)
-        log.info("%s: %.1f s of audio in %.1f s, %s", src, seconds, time.perf_counter() - started, self.job.describe(result))
-        return result
-
-    def write(self, src: str, result: Any, route: Route) -> None:
+    def write(self, src: str, result: Any, route: Route, job: InputJob) -> None:
         for fmt, path in route:
             if path is not None and path == self.plan.shared:
-                self.collected.append(self.job.joined[fmt](result, not self.collected))
+                self.collected.append(job.joined[fmt](result, not self.collected))
             elif path is not None:
-                write_output(path, self.job.render(result, fmt))
+                write_output(path, job.render(result, fmt))
                 log.info("wrote %s", path)
             elif not self.several:
-                self._print(self.job.render(result, fmt))
+                self._print(job.render(result, fmt))
             elif fmt == "json":  # several inputs: JSON Lines
-                self._print(self.job.json_line(result) + "\n")
-            elif fmt in self.job.joined:
-                self._print(self.job.joined[fmt](result, not self.printed))
+                self._print(job.json_line(result) + "\n")
+            elif fmt in job.joined:
+                self._print(job.joined[fmt](result, not self.printed))
             else:  # a "==> src <==" line before each input's result
-                self._print(("\n" if self.printed else "") + f"==> {src} <==\n" + self.job.render(result, fmt))
+                self._print(("\n" if self.printed else "") + f"==> {src} <==\n" + job.render(result, fmt))
 
     def _print(self, text: str) -> None:
         sys.stdout.write(text)
@@ -336,7 +380,7 @@ class _Batch:
             log.info("wrote %s", self.plan.shared)
 
     def fail(self, src: str, exc: BaseException) -> bool:
-        """Report a failed input on one line; True when the batch stops here (--fail-fast)."""
+        """Report a failed input on one line; True when the run stops here (--fail-fast)."""
         self.failed.append(src)
         if isinstance(exc, (OasrError, OSError)):
             if debug_enabled():
