@@ -199,9 +199,6 @@ def test_openai_parity(n_mels, tmp_path):
 @pytest.fixture(scope="module")
 def jfk_audio(jfk_wav):
     from oasr.io.audio import load_audio
-
-    if not jfk_wav.is_file():
-        pytest.skip(f"{jfk_wav} not found")
     return load_audio(jfk_wav)
 
 
