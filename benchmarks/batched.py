@@ -39,7 +39,7 @@ from pathlib import Path
 from common import compile_project, interleaved, timed_child, whisper_base_ct2
 
 ROOT = Path(__file__).resolve().parent.parent
-DATA = Path(os.environ.get("OASR_TEST_DATA", ROOT.parent / "shared" / "data"))
+DATA = Path(os.environ.get("OASR_TEST_DATA", ROOT / "tests" / "data"))
 TEMPERATURES = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
 TARGET = 0.7
 COMPUTE = {"fp32": ("float32", "float32"), "int8": ("auto", "int8")}  # oasr --dtype, CTranslate2 compute_type

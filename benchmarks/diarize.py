@@ -30,7 +30,7 @@ from pathlib import Path
 from common import package_dir
 
 ROOT = Path(__file__).resolve().parent.parent
-DATA = Path(os.environ.get("OASR_TEST_DATA", ROOT.parent / "shared" / "data"))
+DATA = Path(os.environ.get("OASR_TEST_DATA", ROOT / "tests" / "data"))
 WEIGHTS = ROOT / ".weights" / "pyannote-segmentation-3.0" / "segmentation-3.0.onnx"
 SR = 16000
 TARGET_SECONDS_PER_30S = 1.0

@@ -22,7 +22,7 @@ from pathlib import Path
 from common import package_dir
 
 ROOT = Path(__file__).resolve().parent.parent
-DATA = Path(os.environ.get("OASR_TEST_DATA", ROOT.parent / "shared" / "data"))
+DATA = Path(os.environ.get("OASR_TEST_DATA", ROOT / "tests" / "data"))
 WEIGHTS = ROOT / ".weights" / "pyannote-segmentation-3.0" / "segmentation-3.0.onnx"
 TRAIN = [f"trn0{i}" for i in range(1, 10)]
 LONG = [("trn01", "trn04", "trn05"), ("trn06", "trn07", "trn09"), ("trn02", "trn04", "trn08"), ("trn03", "trn06", "trn05")]

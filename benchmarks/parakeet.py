@@ -41,7 +41,7 @@ from common import compile_project, timed_child
 
 
 ROOT = Path(__file__).resolve().parent.parent
-DATA = Path(os.environ.get("OASR_TEST_DATA", ROOT.parent / "shared" / "data"))
+DATA = Path(os.environ.get("OASR_TEST_DATA", ROOT / "tests" / "data"))
 SIZES = {
     "medium": dict(hidden_size=512, num_hidden_layers=12, num_attention_heads=8, intermediate_size=2048, subsampling_conv_channels=256),
     "0.6b": dict(hidden_size=1024, num_hidden_layers=24, num_attention_heads=8, intermediate_size=4096, subsampling_conv_channels=256),

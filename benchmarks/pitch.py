@@ -34,7 +34,7 @@ from pathlib import Path
 from common import interleaved
 
 ROOT = Path(__file__).resolve().parent.parent
-DATA = Path(os.environ.get("OASR_TEST_DATA", ROOT.parent / "shared" / "data"))
+DATA = Path(os.environ.get("OASR_TEST_DATA", ROOT / "tests" / "data"))
 HOP = 160
 TARGET = 1.5
 

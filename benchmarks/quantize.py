@@ -44,7 +44,7 @@ from pathlib import Path
 from common import peak_rss_mb, whisper_base_ct2
 
 ROOT = Path(__file__).resolve().parent.parent
-DATA = Path(os.environ.get("OASR_TEST_DATA", ROOT.parent / "shared" / "data"))
+DATA = Path(os.environ.get("OASR_TEST_DATA", ROOT / "tests" / "data"))
 AUDIO = {"jfk": DATA / "asr" / "jfk.wav", "sample": DATA / "diarization" / "sample.wav"}
 ENGINES = ("oasr-int8", "fw-int8", "oasr-fp32")
 TEMPERATURES = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)

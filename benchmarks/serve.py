@@ -37,7 +37,7 @@ from pathlib import Path
 from common import package_dir
 
 ROOT = Path(__file__).resolve().parent.parent
-DATA = Path(os.environ.get("OASR_TEST_DATA", ROOT.parent / "shared" / "data"))
+DATA = Path(os.environ.get("OASR_TEST_DATA", ROOT / "tests" / "data"))
 JFK = DATA / "asr" / "jfk.wav"
 HOST = "127.0.0.1"  # loopback only
 MAX_REQUESTS = 256  # a bound on what one level sends

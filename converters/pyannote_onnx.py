@@ -26,7 +26,7 @@ import torch
 
 from oasr.conversion.base import DETECT_NAMED_CONFIG, CheckpointConverter
 from oasr.conversion.tensor_map import TensorTable
-from oasr.errors import ConversionError
+from oasr.errors import ConversionError, MissingExtraError
 from oasr_converters.pyannote import PYANNOTE_NAMES
 from oasr.models.pyannote_segmentation import PyannoteSegmentationConfig, segmentation_specs, sinc_axes, sinc_filters
 
@@ -92,6 +92,7 @@ class PyannoteOnnxConverter(CheckpointConverter):
     markers = f"{FILE_NAME} (pyannote segmentation-3.0 exported to ONNX: SincNet, 4 BiLSTMs, a powerset classifier), or a folder holding it"
     detect_specificity = DETECT_NAMED_CONFIG  # the graph's own node names identify PyanNet
     tensor_table = TensorTable(PYANNOTE_NAMES)
+    requires = {"onnx": "onnx"}
 
     @classmethod
     def detect(cls, path: Path) -> str | None:
@@ -102,6 +103,8 @@ class PyannoteOnnxConverter(CheckpointConverter):
 
         try:
             graph = read_onnx(file)
+        except MissingExtraError:  # an ONNX file: detection reports the extra (oasr.conversion.detect)
+            raise
         except Exception:  # not ours to report: another converter may read it
             return None
         ops = {node.name for node in graph.nodes}

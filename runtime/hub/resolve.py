@@ -225,6 +225,14 @@ def _converters_for(architecture: str) -> tuple[bool, list[str]]:
     )
 
 
+def _missing_extra(architecture: str):
+    """When every converter of ``architecture`` lacks an optional package: the error naming its extra."""
+    from ..conversion.detect import converters, missing_extra
+
+    errors = [missing_extra(c) for c in converters().values() if c.architecture == architecture]
+    return errors[0] if errors and all(errors) else None
+
+
 def _check_converter(target: Target) -> None:
     if target.entry is None:
         return
@@ -235,6 +243,9 @@ def _check_converter(target: Target) -> None:
             f"a native bundle (the installed converters handle: {', '.join(archs) or 'nothing'}); its weights "
             f"come from {', '.join(s.describe() for s in target.sources)}"
         )
+    missing = _missing_extra(target.entry.architecture)
+    if missing is not None:
+        raise missing
 
 
 # ---------------------------------------------------------------------------------------------
@@ -271,8 +282,12 @@ def describe_resolution(
     if entry is not None and steps[-1].outcome != "hit":
         found, archs = _converters_for(entry.architecture)
         info["converter"] = {"architecture": entry.architecture, "installed": found, "installed_architectures": archs}
+        missing = _missing_extra(entry.architecture) if found else None
         if not found:
             info["problem"] = f"no converter for {entry.architecture} is installed yet; {target.label} cannot be turned into a bundle"
+            use = None
+        elif missing is not None:
+            info["converter"]["missing_extra"] = info["problem"] = str(missing)
             use = None
         if entry.needs_acceptance:
             info["licence"] = f"{entry.licence} ({entry.restriction}): fetching it needs --accept-license"

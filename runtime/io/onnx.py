@@ -71,13 +71,9 @@ class OnnxGraph:
 
 
 def _onnx():
-    try:
-        import onnx
-    except ImportError:
-        raise InputError(
-            "reading ONNX files needs the onnx package: pip install 'oasr-toolchain[onnx]'"
-        ) from None
-    return onnx
+    from ..extras import require
+
+    return require("onnx", "onnx", "reading ONNX files")
 
 
 def _to_torch(array: np.ndarray) -> torch.Tensor:

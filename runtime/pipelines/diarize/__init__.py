@@ -56,12 +56,9 @@ def diarize(
     from .local import local_embeddings
     from .segmentation import segment
 
-    segmentation_model = SEGMENTATION_MODEL if segmentation_model is None else segmentation_model
-    embedding_model = EMBEDDING_MODEL if embedding_model is None else embedding_model
     samples, source = read_audio(audio, SAMPLE_RATE)
     duration = len(samples) / SAMPLE_RATE
-    segmenter = load_pretrained(segmentation_model, task="speaker-segmentation", device=device)
-    encoder = load_pretrained(embedding_model, task="speaker-embedding", device=device)
+    segmenter, encoder = load_models(segmentation_model, embedding_model, device=device)
     provenance = encoder.result_provenance(options)  # the speaker model decides who is who
     identity = {k: getattr(segmenter.identity, k) for k in ("requested", "source", "bundle_sha256", "revision")}
     provenance = dataclasses.replace(provenance, options={**provenance.options, "segmentation_model": identity})
@@ -76,6 +73,17 @@ def diarize(
         progress(duration, duration)
     log.info("%d speaker(s), %d turn(s)", len({t.speaker for t in turns}), len(turns))
     return SpeakerTurns(turns=tuple(turns), duration=duration, provenance=provenance, source=source)
+
+
+def load_models(segmentation_model: Any = None, embedding_model: Any = None, *, device: str | None = "auto") -> tuple[Any, Any]:
+    """The (segmentation, embedding) LoadedModels ``diarize`` runs, None meaning its defaults;
+    loaded once per process. A pipeline that diarizes after long work (``transcribe`` with
+    ``diarize``) calls this first, so a missing model or extra fails before that work."""
+    segmentation_model = SEGMENTATION_MODEL if segmentation_model is None else segmentation_model
+    embedding_model = EMBEDDING_MODEL if embedding_model is None else embedding_model
+    segmenter = load_pretrained(segmentation_model, task="speaker-segmentation", device=device)
+    encoder = load_pretrained(embedding_model, task="speaker-embedding", device=device)
+    return segmenter, encoder
 
 
 def turns_of(seg, embeddings: np.ndarray, reliable: np.ndarray, options: DiarizeOptions, samples: int, duration: float) -> list:

@@ -104,6 +104,10 @@ def transcribe(
     """
     loaded = load_pretrained(model, task="transcribe", device=device, dtype=dtype)
     _check_options(loaded, options)
+    if options.diarize:  # its models fail (missing, an extra absent) now, not after the transcription
+        from ..diarize import load_models
+
+        load_models(device=device)
     # Speakers change between words: diarization needs word times even when they are not shown.
     engine = engine_for(loaded, dataclasses.replace(options, word_timestamps=True) if options.diarize else options)
     sample_rate = loaded.feature_spec.sample_rate
