@@ -160,8 +160,12 @@ def _plan(cfg: _bundle.BundleConfig, device: torch.device, dtype) -> ComputePlan
 def cpu_variant(bundle: Path) -> Path | None:
     """The variant ``dtype="auto"`` runs for ``bundle`` on this machine's CPU, made now if
     missing (``oasr models pull`` makes it ahead); None when the bundle runs as it is there, or
-    when the variant could not be made (said in the log)."""
-    plan = plan_for(Path(bundle), torch.device("cpu"), "auto")
+    when the variant could not be made (said in the log), or when ``bundle`` is no readable bundle
+    (loading it says what it is)."""
+    cfg = _bundle.existing_config(Path(bundle))
+    if cfg is None:
+        return None
+    plan = _plan(cfg, torch.device("cpu"), "auto")
     return _variant(Path(bundle), plan) if plan.variant else None
 
 
