@@ -2,7 +2,7 @@
 
 ``oasr.models`` (architecture -> OasrModel subclass), ``oasr.converters`` (converter classes),
 ``oasr.features`` (feature kind -> ``fn(audio, spec, **kw)``), ``oasr.tokenizers`` (tokenizer
-kind -> ``fn(files, spec)``) and ``oasr.engines`` (decoding family -> transcription Engine class). The built-ins are declared in pyproject the same way, so nothing in
+kind -> ``fn(files, spec)``) and ``oasr.decoding`` (decoding family -> its ``DecodingFamily``: options, engine, verify rule). The built-ins are declared in pyproject the same way, so nothing in
 the runtime lists them; each object is imported when first used.
 """
 
