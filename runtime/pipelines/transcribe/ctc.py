@@ -18,6 +18,7 @@ import numpy as np
 from ...decoding.ctc.search import beam_ctc, greedy_ctc
 from ...errors import CapabilityError
 from ...decoding.ctc.options import CtcDecoding
+from ...decoding.family import section_for
 from ...options import TranscribeOptions
 from . import EngineOutput
 from .longform import TimedWord, feature_batches, keep_own, plan_chunks, to_segments
@@ -34,7 +35,8 @@ CHUNK_OVERLAP = 4.0  # seconds shared with each neighbour: longer than any word
 class Engine:
     reads_windows = True  # takes a SampleFile: each chunk's samples are read from it (longform.feature_batches)
 
-    def __init__(self, loaded, options: TranscribeOptions, section: CtcDecoding):
+    def __init__(self, loaded, options: TranscribeOptions, section: CtcDecoding | None = None):
+        section = section or section_for(loaded.decoding.family, options)
         self.beam_size = section.beam_size
         defaults = loaded.decoding
         if defaults.blank_id is None:

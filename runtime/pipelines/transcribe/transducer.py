@@ -21,6 +21,7 @@ from ...decoding.transducer.search import beam_transducer, greedy_transducer
 from ...errors import CapabilityError
 from ...decoding.ctc.options import CtcDecoding
 from ...decoding.transducer.options import TransducerDecoding
+from ...decoding.family import section_for
 from ...options import TranscribeOptions
 from . import EngineOutput
 from . import ctc
@@ -36,7 +37,8 @@ def heads(loaded) -> str:
 class Engine:
     reads_windows = True  # takes a SampleFile: each chunk's samples are read from it (longform.feature_batches)
 
-    def __new__(cls, loaded, options: TranscribeOptions, section: TransducerDecoding):
+    def __new__(cls, loaded, options: TranscribeOptions, section: TransducerDecoding | None = None):
+        section = section or section_for(loaded.decoding.family, options)
         if section.decoder == "ctc":
             if not loaded.decoding.options.get("ctc_head"):
                 raise CapabilityError(
@@ -48,7 +50,8 @@ class Engine:
             return ctc.Engine(loaded, dataclasses.replace(options, beam_size=None, decoding=None), CtcDecoding(beam_size=section.beam_size))
         return super().__new__(cls)
 
-    def __init__(self, loaded, options: TranscribeOptions, section: TransducerDecoding):
+    def __init__(self, loaded, options: TranscribeOptions, section: TransducerDecoding | None = None):
+        section = section or section_for(loaded.decoding.family, options)
         defaults = loaded.decoding
         if defaults.blank_id is None:
             raise CapabilityError(f"this {loaded.architecture} bundle names no blank id; re-convert it")

@@ -27,6 +27,7 @@ import torch.nn.functional as F
 from ...errors import CapabilityError
 from ...io.samples import SampleFile, SampleTensor
 from ...decoding.whisper.options import WhisperDecoding
+from ...decoding.family import section_for
 from ...options import TranscribeOptions
 from ...results import Segment, Word
 from ...threads import fit_threads
@@ -44,10 +45,10 @@ class Engine:
 
     reads_windows = True  # takes a SampleFile: the log-mel and the levels read it a window at a time
 
-    def __init__(self, loaded, options: TranscribeOptions, section: WhisperDecoding):
+    def __init__(self, loaded, options: TranscribeOptions, section: WhisperDecoding | None = None):
         self.loaded = loaded
         self.options = options
-        self.decoding = section
+        self.decoding = section or section_for(loaded.decoding.family, options)
         self.tokenizer = _check_capabilities(loaded, options)
         _check_suppress_tokens(loaded, self.decoding)
 
