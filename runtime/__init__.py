@@ -35,7 +35,7 @@ _LAZY = {
     "describe_resolution": "oasr.hub.resolve",
     "transcribe": "oasr.pipelines.transcribe",
     "TranscribeOptions": "oasr.options",
-    "WhisperDecoding": "oasr.options",
+    "WhisperDecoding": "oasr.decoding.whisper.options",
     "Transcript": "oasr.results",
     "pitch": "oasr.pipelines.pitch",
     "PitchOptions": "oasr.options",

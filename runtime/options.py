@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import numbers
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any
 
-from .errors import CapabilityError, InputError
+from .errors import InputError
 
 SPEECH_TASKS = ("transcribe", "translate")  # what TranscribeOptions.task takes (not the built tasks of oasr.tasks)
 VAD_KINDS = ("energy", "silero")
@@ -58,118 +60,18 @@ def _optional_range(value, name: str, *args, **kwargs) -> None:
         check_range(value, name, *args, **kwargs)
 
 
-# Whisper decoding. Every beam and every sample is one decoder row with its own self-attention KV
-# cache (large-v3: 147 MB per row in fp32), so the row count bounds memory: 32 rows of large-v3
-# stay under 5 GB, and quality stops improving long before (openai-whisper's default is 5).
-MAX_BEAMS = 32
-MAX_BEST_OF = 32
-MAX_PATIENCE = 10.0  # finished candidates = beam_size * patience; the step limit bounds the rest
-MAX_TEMPERATURE = 2.0  # above 2 the softmax over ~52k tokens is close to uniform: noise, not text
-MAX_TEMPERATURES = 20  # each is one more decode of a failed window (openai's schedule has 6)
-MAX_COMPRESSION_RATIO = 100.0  # gzip ratios of a window's text lie in 1..~50; none switches the check off
-MIN_LOGPROB = -100.0  # an average token logprob: <= 0, and above log(float32's tiniest) ~ -103
-WINDOW_SECONDS = 30.0  # a Whisper window: the first timestamp and silence thresholds lie within it
-# Encoder-only families: one chunk's attention is quadratic in its length (120 s of wav2vec2:
-# 6000 frames, 144 MB per head); chunks of under a second are mostly overlap.
+# Shared by every transcription family. Encoder-only families: one chunk's attention is quadratic
+# in its length (120 s of wav2vec2: 6000 frames, 144 MB per head); chunks of under a second are
+# mostly overlap.
 MIN_CHUNK_SECONDS, MAX_CHUNK_SECONDS = 1.0, 120.0
 MAX_CHUNK_OVERLAP = 60.0  # seconds, and under half the chunk
 MAX_TRANSCRIBE_BATCH = 64  # chunks per forward pass: batch x chunk bounds memory
-
-
-@dataclass(frozen=True)
-class WhisperDecoding:
-    """The decoding section of the ``whisper_seq2seq`` family (openai-whisper's options)."""
-
-    family: ClassVar[str] = "whisper_seq2seq"
-
-    beam_size: int = 5  # beams at temperature 0; 1 is greedy
-    best_of: int = 5  # candidates sampled at each temperature above 0
-    patience: float = 1.0  # beam search stops after beam_size * patience finished candidates
-    length_penalty: float | None = None  # None: rank by sum logprob / length; else Google's alpha
-    temperatures: tuple[float, ...] = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)  # tried in order while a window fails
-    compression_ratio_threshold: float | None = 2.4  # gzip ratio above this: a repetitive, failed window
-    logprob_threshold: float | None = -1.0  # average token logprob below this: a failed window
-    no_speech_threshold: float | None = 0.6  # no-speech probability above this (and low logprob): silence
-    condition_on_previous_text: bool = True  # prompt each window with the text before it
-    initial_prompt: str | None = None  # text to prompt the first window with (names, spelling, style)
-    suppress_tokens: tuple[int, ...] = (-1,)  # never emitted; -1 stands for the non-speech symbol set
-    suppress_blank: bool = True  # no leading space or end-of-text at the start of a window
-    without_timestamps: bool = False  # decode text only (segments then span whole windows)
-    max_initial_timestamp: float = 1.0  # seconds: the first timestamp of a window may not start later
-    prepend_punctuations: str = "\"'“¿([{-"  # word timestamps: attached to the following word
-    append_punctuations: str = "\"'.。,，!！?？:：”)]}、"  # word timestamps: attached to the preceding word
-    hallucination_silence_threshold: float | None = None  # seconds of silence around a suspect segment to skip it
-    seed: int = 0  # of the samples drawn above temperature 0: the same seed, audio and model give the same text
-
-    def __post_init__(self):
-        validate_whisper_decoding(self)
-
-
-def validate_whisper_decoding(o: WhisperDecoding) -> None:
-    def bad(message: str) -> None:
-        raise InputError(message)
-
-    check_range(o.beam_size, "--beam-size", 1, MAX_BEAMS, integer=True)
-    check_range(o.best_of, "--best-of", 1, MAX_BEST_OF, integer=True)
-    check_range(o.seed, "--seed", 0, 2**63 - 1, integer=True)
-    check_range(o.patience, "--patience", 0, MAX_PATIENCE, lo_open=True)
-    if not isinstance(o.temperatures, (tuple, list)) or not o.temperatures:
-        bad("temperatures must be a non-empty list of values >= 0")
-    if len(o.temperatures) > MAX_TEMPERATURES:
-        bad(f"at most {MAX_TEMPERATURES} temperatures (got {len(o.temperatures)}); use a larger --temperature-increment-on-fallback")
-    for t in o.temperatures:
-        check_range(t, "--temperature", 0, MAX_TEMPERATURE)
-    _optional_range(o.length_penalty, "--length-penalty", 0, 1)
-    _optional_range(o.compression_ratio_threshold, "--compression-ratio-threshold", 0, MAX_COMPRESSION_RATIO, lo_open=True)
-    _optional_range(o.logprob_threshold, "--logprob-threshold", MIN_LOGPROB, 0)
-    _optional_range(o.no_speech_threshold, "--no-speech-threshold", 0, 1)
-    check_range(o.max_initial_timestamp, "--max-initial-timestamp", 0, WINDOW_SECONDS, unit="s")
-    _optional_range(o.hallucination_silence_threshold, "--hallucination-silence-threshold", 0, WINDOW_SECONDS, lo_open=True, unit="s")
-    if not isinstance(o.suppress_tokens, (tuple, list)):
-        bad("suppress_tokens must be a list of token ids")
-    for token in o.suppress_tokens:
-        # The upper end is the model's vocabulary, checked once it is loaded (pipelines.transcribe.whisper).
-        check_range(token, "--suppress-tokens ids", -1, integer=True)
-
-
-MAX_CTC_BEAMS = 64  # prefix beam search keeps this many prefixes per frame (pure Python: cost grows linearly)
-MAX_SYMBOLS_PER_STEP = 100  # labels a transducer may emit on one frame before it is moved on
-TRANSDUCER_DECODERS = ("rnnt", "ctc")  # a hybrid model's heads: its transducer (RNN-T or TDT) or its CTC head
-
-
-@dataclass(frozen=True)
-class CtcDecoding:
-    """The decoding section of the ``ctc`` family."""
-
-    family: ClassVar[str] = "ctc"
-
-    beam_size: int = 1  # 1: greedy (best label per frame); above: CTC prefix beam search
-
-    def __post_init__(self):
-        check_range(self.beam_size, "--beam-size", 1, MAX_CTC_BEAMS, integer=True)
-
-
-@dataclass(frozen=True)
-class TransducerDecoding:
-    """The decoding section of the transducer families (``rnnt``, ``tdt``)."""
-
-    family: ClassVar[str] = "transducer"
-    families: ClassVar[tuple[str, ...]] = ("rnnt", "tdt")
-
-    decoder: str = "rnnt"  # the transducer head; on a hybrid RNNT+CTC model "ctc" decodes with its CTC head instead
-    max_symbols_per_step: int | None = None  # None: the model's own (NeMo's decoding.greedy.max_symbols)
-    beam_size: int = 1  # greedy; above 1: RNN-T beam search (NeMo's "beam"), or CTC prefix beam search with decoder="ctc"
-
-    def __post_init__(self):
-        if self.decoder not in TRANSDUCER_DECODERS:
-            raise InputError(f"unknown --decoder {self.decoder!r}; choose {' or '.join(TRANSDUCER_DECODERS)}")
-        _optional_range(self.max_symbols_per_step, "--max-symbols-per-step", 1, MAX_SYMBOLS_PER_STEP, integer=True)
-        check_range(self.beam_size, "--beam-size", 1, MAX_CTC_BEAMS, integer=True)
+MAX_BEAM_SIZE = 64  # the widest search of any family (each family narrows it: Whisper's 32)
 
 
 @dataclass(frozen=True)
 class TranscribeOptions:
-    """What every transcription family shares, and one family-specific ``decoding`` section."""
+    """What every transcription family shares, and the options of the model's decoding family."""
 
     task: str = "transcribe"  # or "translate" (to English)
     language: str | None = None  # a language code; None: the model's own, or detected where it can
@@ -183,24 +85,19 @@ class TranscribeOptions:
     # Chunks per forward pass (encoder-only families); Whisper: above 1, VAD windows decoded that
     # many at a time without conditioning on previous text (faster-whisper's batched pipeline).
     batch_size: int = 1
-    # One family's section (WhisperDecoding, CtcDecoding or TransducerDecoding, each naming its
-    # ``family``); None: the defaults of whichever family the model has.
-    decoding: WhisperDecoding | CtcDecoding | TransducerDecoding | None = None
+    # Beams of the model's search (every family with one takes it, within its own range); None:
+    # the family's default.
+    beam_size: int | None = None
+    # The model's decoding family's own options: its section (a frozen dataclass of the family,
+    # such as oasr.WhisperDecoding), or a mapping of option names to values (the CLI's decoding
+    # flags, --decoding-option KEY=VALUE) that the family reads once the model is known; None:
+    # the defaults of whichever family the model has. See oasr.decoding.family.
+    decoding: Any = None
 
     def __post_init__(self):
+        if isinstance(self.decoding, Mapping):
+            object.__setattr__(self, "decoding", dict(self.decoding))
         validate_transcribe_options(self)
-
-    def decoding_for(self, family: str, default=None):
-        """The decoding section for a model of ``family``: the one given, else ``default``; a
-        section of another family is an error (its flags would be silently ignored)."""
-        if self.decoding is None:
-            return default
-        if self.decoding.family != family:
-            raise CapabilityError(
-                f"{type(self.decoding).__name__} options were given (decoding flags of the {self.decoding.family} "
-                f"family), but this model decodes as the {family} family"
-            )
-        return self.decoding
 
 
 def validate_transcribe_options(o: TranscribeOptions) -> None:
@@ -218,18 +115,18 @@ def validate_transcribe_options(o: TranscribeOptions) -> None:
     if o.chunk_overlap is not None and o.chunk_length and o.chunk_overlap * 2 >= o.chunk_length:
         bad("--chunk-overlap must be >= 0 and under half the chunk length")
     check_range(o.batch_size, "--batch-size", 1, MAX_TRANSCRIBE_BATCH, integer=True)
+    _optional_range(o.beam_size, "--beam-size", 1, MAX_BEAM_SIZE, integer=True)
     d = o.decoding
-    if d is not None and not isinstance(getattr(d, "family", None), str):
-        bad(f"decoding must be a family's options section (such as WhisperDecoding), not {type(d).__name__}")
-    if isinstance(d, WhisperDecoding):
-        if o.word_timestamps and d.without_timestamps:
-            bad("--word-timestamps needs timestamps; drop --without-timestamps")
-        if o.diarize and d.without_timestamps:
-            bad("--diarize needs timestamps; drop --without-timestamps")
-        if d.hallucination_silence_threshold is not None and not o.word_timestamps:
-            bad("--hallucination-silence-threshold needs --word-timestamps")
-        if d.hallucination_silence_threshold is not None and o.batch_size > 1:
-            bad("--hallucination-silence-threshold re-decodes windows one after another; it needs --batch-size 1")
+    if isinstance(d, dict):
+        from .decoding.family import check_values
+
+        check_values(o)  # some installed family takes these values together
+    elif d is not None:
+        if not isinstance(getattr(d, "family", None), str) or not dataclasses.is_dataclass(d):
+            bad(f"decoding must be a family's options section (such as WhisperDecoding) or a mapping, not {type(d).__name__}")
+        check = getattr(d, "check", None)
+        if check is not None:
+            check(o)
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 ``oasr.models`` (architecture -> OasrModel subclass), ``oasr.converters`` (converter classes),
 ``oasr.features`` (feature kind -> ``fn(audio, spec, **kw)``), ``oasr.tokenizers`` (tokenizer
-kind -> ``fn(files, spec)``), ``oasr.engines`` (decoding family -> transcription Engine class),
+kind -> ``fn(files, spec)``), ``oasr.decoding`` (decoding family -> its ``DecodingFamily``: options section, engine, verify rule),
 ``oasr.sources`` (hub source kind -> ``hub.kinds.SourceKind``) and ``oasr.formats.<result>``
 (output format of a result type -> ``formats.Format``). The built-ins are declared in pyproject
 the same way, so nothing in the runtime lists them; each object is imported when first used.

@@ -17,12 +17,12 @@ import pytest
 import oasr
 from oasr.errors import CapabilityError, InputError
 from oasr.formats import WriterOptions
+from oasr.decoding.whisper.options import WhisperDecoding
 from oasr.options import (
     DiarizeOptions,
     PitchOptions,
     TranscribeOptions,
     VadOptions,
-    WhisperDecoding,
 )
 
 NAN, INF = math.nan, math.inf

@@ -11,7 +11,7 @@ from cli_checks import one_line_error
 from test_transducer_decoding import hybrid_bundle  # noqa: F401  (the module-scoped bundle)
 
 import oasr
-from oasr.options import TransducerDecoding
+from oasr.decoding.transducer.options import TransducerDecoding
 
 
 @pytest.fixture(scope="module")

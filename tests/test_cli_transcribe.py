@@ -16,7 +16,8 @@ import soundfile as sf
 
 import oasr
 from oasr.errors import CapabilityError, InputError
-from oasr.options import TranscribeOptions, WhisperDecoding
+from oasr.decoding.whisper.options import WhisperDecoding
+from oasr.options import TranscribeOptions
 from oasr.results import ResultProvenance, Segment, Transcript, Word
 
 from test_formats import read_srt, read_vtt

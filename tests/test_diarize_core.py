@@ -13,7 +13,8 @@ import pytest
 from oasr.errors import InputError
 from oasr.formats import render
 from oasr.metrics.der import score_file
-from oasr.options import DiarizeOptions, TranscribeOptions, WhisperDecoding
+from oasr.decoding.whisper.options import WhisperDecoding
+from oasr.options import DiarizeOptions, TranscribeOptions
 from oasr.pipelines.diarize import clustering, reconstruct, turns_of
 from oasr.pipelines.diarize.attribution import attribute_speakers
 from oasr.pipelines.diarize.local import speaker_masks

@@ -121,8 +121,8 @@ def test_encoder_matches_nemo(case):
 def _oasr_tokens(loaded, features: torch.Tensor, head: str) -> tuple[list[int], list[int]]:
     """oasr's greedy ids and each token's (first) frame, from its own features; ``head`` "ctc" or
     "transducer"."""
-    from oasr.decoding.ctc import greedy_ctc
-    from oasr.decoding.transducer import greedy_transducer
+    from oasr.decoding.ctc.search import greedy_ctc
+    from oasr.decoding.transducer.search import greedy_transducer
 
     model, decoding = loaded.model, loaded.decoding
     with torch.no_grad():
@@ -170,7 +170,7 @@ def test_text_matches_nemo(case, audio):
     exactly; the whole ``oasr.transcribe`` call gives it up to runs of spaces, which its words
     rebuild one per boundary (SentencePiece keeps two where a lone "▁" precedes the unknown
     piece's " ⁇ ", which these random models emit)."""
-    from oasr.options import TransducerDecoding
+    from oasr.decoding.transducer.options import TransducerDecoding
 
     kind, ref, loaded, _ = case
     tokenizer = loaded.tokenizer()

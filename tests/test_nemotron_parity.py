@@ -25,7 +25,7 @@ from transformers import (  # noqa: E402
 )
 
 import oasr  # noqa: E402
-from oasr.decoding.transducer import greedy_transducer  # noqa: E402
+from oasr.decoding.transducer.search import greedy_transducer  # noqa: E402
 
 from test_parakeet_parity import PIECES, _randomize  # noqa: E402
 

@@ -35,8 +35,8 @@ from transformers import (  # noqa: E402
 )
 
 import oasr  # noqa: E402
-from oasr.decoding.ctc import greedy_ctc  # noqa: E402
-from oasr.decoding.transducer import greedy_transducer  # noqa: E402
+from oasr.decoding.ctc.search import greedy_ctc  # noqa: E402
+from oasr.decoding.transducer.search import greedy_transducer  # noqa: E402
 
 TOL = 1e-4
 PIECES = ["<unk>", "▁the", "▁cat", "▁sat", "▁on", "▁mat", "s", "ed", "ing", "▁a", "▁dog", "▁ran", "er", "▁to",

@@ -112,7 +112,8 @@ def test_runtime_names_no_plugin():
 
 def test_plugin_converts_loads_and_transcribes_long_form(plugin, checkpoint, tmp_path):
     import oasr
-    from oasr.options import TranscribeOptions, WhisperDecoding
+    from oasr.decoding.whisper.options import WhisperDecoding
+    from oasr.options import TranscribeOptions
 
     bundle = tmp_path / "bundle"
     oasr.convert([checkpoint], bundle)

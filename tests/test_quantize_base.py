@@ -23,7 +23,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import oasr  # noqa: E402
-from oasr.options import TranscribeOptions, WhisperDecoding  # noqa: E402
+from oasr.decoding.whisper.options import WhisperDecoding  # noqa: E402
+from oasr.options import TranscribeOptions  # noqa: E402
 from oasr.quant.verify import first_window_logits  # noqa: E402
 from wer import wer  # noqa: E402
 

@@ -164,7 +164,8 @@ def test_the_load_is_read_from_proc_stat():
 
 def test_whisper_refits_the_count_before_each_window(monkeypatch, tiny_en_bundle, jfk_wav):
     import oasr
-    from oasr.options import TranscribeOptions, WhisperDecoding
+    from oasr.decoding.whisper.options import WhisperDecoding
+    from oasr.options import TranscribeOptions
     from oasr.pipelines.transcribe import whisper
 
     calls = []

@@ -17,7 +17,8 @@ torch = pytest.importorskip("torch")
 
 import oasr  # noqa: E402
 from oasr.errors import CapabilityError, InputError  # noqa: E402
-from oasr.options import TranscribeOptions, WhisperDecoding  # noqa: E402
+from oasr.decoding.whisper.options import WhisperDecoding  # noqa: E402
+from oasr.options import TranscribeOptions  # noqa: E402
 from wer import wer  # noqa: E402
 
 SR = 16000

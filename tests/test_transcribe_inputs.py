@@ -8,7 +8,8 @@ import soundfile as sf
 
 import oasr
 from oasr.io.audio import load_audio
-from oasr.options import TranscribeOptions, WhisperDecoding
+from oasr.decoding.whisper.options import WhisperDecoding
+from oasr.options import TranscribeOptions
 
 
 @pytest.fixture(scope="module")

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 import torch
 
-from oasr.decoding.ctc import beam_ctc, greedy_ctc
-from oasr.decoding.transducer import beam_transducer, greedy_transducer
+from oasr.decoding.ctc.search import beam_ctc, greedy_ctc
+from oasr.decoding.transducer.search import beam_transducer, greedy_transducer
 
 V = 6  # labels with the blank
 BLANK = V - 1
@@ -300,7 +300,7 @@ def _direct(bundle, audio, head: str) -> str:
 
 def test_hybrid_decodes_with_either_head(hybrid_bundle, speech):
     import oasr
-    from oasr.options import TransducerDecoding
+    from oasr.decoding.transducer.options import TransducerDecoding
 
     default = oasr.transcribe(speech, str(hybrid_bundle))
     with_ctc = oasr.transcribe(speech, str(hybrid_bundle), oasr.TranscribeOptions(decoding=TransducerDecoding(decoder="ctc")))
@@ -325,7 +325,8 @@ def test_long_form_chunks_and_word_times(hybrid_bundle, speech):
 
 def test_options_a_transducer_cannot_honour_are_refused(hybrid_bundle, speech):
     import oasr
-    from oasr.options import TransducerDecoding, WhisperDecoding
+    from oasr.decoding.transducer.options import TransducerDecoding
+    from oasr.decoding.whisper.options import WhisperDecoding
 
     with pytest.raises(oasr.CapabilityError, match="greedy transducer decoding"):
         oasr.transcribe(speech, str(hybrid_bundle), oasr.TranscribeOptions(decoding=WhisperDecoding(initial_prompt="Kennedy")))
@@ -344,7 +345,7 @@ def test_engines_read_a_sample_file_window_by_window(hybrid_bundle, jfk_wav, mon
     from oasr.io import samples as samples_module
     from oasr.io.audio import open_audio
     from oasr.io.samples import SampleFile
-    from oasr.options import TransducerDecoding
+    from oasr.decoding.transducer.options import TransducerDecoding
 
     monkeypatch.setattr(samples_module, "SPOOL_SAMPLES", 5 * 16000)
     spooled = open_audio(jfk_wav)
@@ -370,7 +371,7 @@ def test_tdt_beam_search_and_a_missing_ctc_head_are_refused():
     from types import SimpleNamespace
 
     import oasr
-    from oasr.options import TransducerDecoding
+    from oasr.decoding.transducer.options import TransducerDecoding
     from oasr.pipelines.transcribe import transducer
     from oasr.specs import DecodingDefaults
 

@@ -1,8 +1,9 @@
 """oasr transcribe -m MODEL -f AUDIO [-f AUDIO ...]
 
-Policy only: flags -> TranscribeOptions (the shared fields, and a WhisperDecoding section when a
-Whisper flag is set), the formats asked for, then one ``run_inputs`` (``oasr_cli.inputs``: where
-each transcript goes, the inputs, the progress bar). Decoding is ``oasr.transcribe``; the file
+Policy only: flags -> TranscribeOptions (the shared fields, and the decoding flags set away from
+their defaults, by name, for the model's decoding family to read once it is loaded), the formats
+asked for, then one ``run_inputs`` (``oasr_cli.inputs``: where each transcript goes, the inputs,
+the progress bar). Decoding is ``oasr.transcribe``; the file
 formats ``oasr.formats``.
 """
 
@@ -17,26 +18,18 @@ from typing import Annotated, Optional
 import typer
 
 from oasr.formats import MAX_LINE_COUNT, MAX_LINE_WIDTH
-from oasr.options import (
+from oasr.decoding.whisper.options import (
     MAX_BEAMS,
     MAX_BEST_OF,
-    MAX_CTC_BEAMS,
-    MAX_SYMBOLS_PER_STEP,
     MAX_COMPRESSION_RATIO,
     MAX_PATIENCE,
     MAX_TEMPERATURE,
     MAX_TEMPERATURES,
-    MAX_TRANSCRIBE_BATCH,
     MIN_LOGPROB,
-    SPEECH_TASKS,
-    TRANSDUCER_DECODERS,
-    VAD_KINDS,
     WINDOW_SECONDS,
-    CtcDecoding,
-    TranscribeOptions,
-    TransducerDecoding,
     WhisperDecoding,
 )
+from oasr.options import MAX_BEAM_SIZE, MAX_TRANSCRIBE_BATCH, SPEECH_TASKS, VAD_KINDS, TranscribeOptions
 
 from ..inputs import InputFlags, InputJob, audio_command, flag_values, plan_outputs, run_inputs
 from ..options import LanguageOpt, ModelOpt, checked, format_choices, from_flags, number_or_none, usage
@@ -44,11 +37,10 @@ from ..options import LanguageOpt, ModelOpt, checked, format_choices, from_flags
 log = logging.getLogger("oasr")
 
 DEFAULTS = TranscribeOptions()
-DECODING_DEFAULTS = WhisperDecoding()
+DECODING_DEFAULTS = WhisperDecoding()  # the defaults the Whisper flags show (other families have their own)
 OutputFormat = format_choices("transcript", "all")
 Task = Enum("Task", {name: name for name in SPEECH_TASKS}, type=str)
 Vad = Enum("Vad", {name: name for name in VAD_KINDS}, type=str)
-Decoder = Enum("Decoder", {name: name for name in TRANSDUCER_DECODERS}, type=str)
 
 DECODING = "Decoding"
 TIMESTAMPS = "Timestamps"
@@ -105,18 +97,28 @@ def transcribe(
         Optional[int],
         typer.Option(
             "--beam-size",
-            help=f"Beams: Whisper's at temperature 0 (1..{MAX_BEAMS}; default {DECODING_DEFAULTS.beam_size}), CTC prefix or RNN-T beam search (1..{MAX_CTC_BEAMS}; default 1); 1 is greedy.",
+            help=f"Beams of the model's search: Whisper's at temperature 0 (1..{MAX_BEAMS}; default {DECODING_DEFAULTS.beam_size}), CTC prefix or RNN-T beam search (1..{MAX_BEAM_SIZE}; default 1); 1 is greedy.",
             show_default=False,
             rich_help_panel=DECODING,
         ),
     ] = None,
     decoder: Annotated[
-        Optional[Decoder],
-        typer.Option("--decoder", help="The head a hybrid RNNT+CTC model decodes with: rnnt (its transducer, the default) or ctc.", show_default=False, rich_help_panel=DECODING),
+        Optional[str],
+        typer.Option("--decoder", metavar="HEAD", help="The head a hybrid RNNT+CTC model decodes with: rnnt (its transducer, the default) or ctc.", show_default=False, rich_help_panel=DECODING),
     ] = None,
     max_symbols_per_step: Annotated[
         Optional[int],
-        typer.Option("--max-symbols-per-step", metavar="N", help=f"Transducers: at most N labels on one frame before it moves on (1..{MAX_SYMBOLS_PER_STEP}); default: the model's.", rich_help_panel=DECODING),
+        typer.Option("--max-symbols-per-step", metavar="N", help="Transducers: at most N labels on one frame before it moves on; default: the model's.", rich_help_panel=DECODING),
+    ] = None,
+    decoding_option: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--decoding-option",
+            metavar="KEY=VALUE",
+            help="An option of the model's decoding family by its name (any installed family's, plugins' too); repeatable.",
+            show_default=False,
+            rich_help_panel=DECODING,
+        ),
     ] = None,
     seed: Annotated[int, typer.Option("--seed", metavar="N", help="Seed of the samples drawn above temperature 0: the same seed gives the same text.", rich_help_panel=DECODING)] = DECODING_DEFAULTS.seed,
     best_of: Annotated[int, typer.Option("--best-of", help=f"Candidates sampled at each temperature above 0 (1..{MAX_BEST_OF}).", rich_help_panel=DECODING)] = DECODING_DEFAULTS.best_of,
@@ -216,18 +218,19 @@ def transcribe(
     plan = plan_outputs(flags, flag_values(output_format), {n: w.extension for n, w in writers().items()}, default="txt")
     _check_writer_flags(plan.formats, max_line_width, max_line_count, highlight_words, word_timestamps)
     writer_options = checked(WriterOptions, max_line_width, max_line_count, highlight_words)
-    decoding = from_flags(
-        WhisperDecoding,
+    decoding = _decoding_values(
         locals(),
-        beam_size=DECODING_DEFAULTS.beam_size if beam_size is None or beam_size > MAX_BEAMS else beam_size,
         temperatures=_temperatures(temperature, temperature_increment_on_fallback),
         suppress_tokens=_token_list(suppress_tokens),
+        decoder=decoder,
+        max_symbols_per_step=max_symbols_per_step,
+        extra=decoding_option or [],
     )
     options = from_flags(
         TranscribeOptions,
         locals(),
         language=None if language is None or language.strip().lower() in ("", "auto") else language.strip(),
-        decoding=_section(decoding, beam_size, decoder, max_symbols_per_step),
+        decoding=decoding or None,
     )
 
     job = InputJob(
@@ -262,27 +265,23 @@ def _temperatures(start: float, increment: float | None) -> tuple[float, ...]:
     return temperature_schedule(start, increment)
 
 
-def _section(whisper: WhisperDecoding, beam_size: int | None, decoder, max_symbols: int | None):
-    """The decoding section the flags ask for. None: the model family's own defaults. Transducer
-    flags make a TransducerDecoding (the engine refuses it on a model without that head); Whisper
-    flags a WhisperDecoding, which a CTC or transducer model refuses unless it only sets
-    --beam-size (the one flag every family honours)."""
-    wide = beam_size is not None and beam_size > MAX_BEAMS  # past Whisper's range: a CTC or RNN-T beam
-    if decoder is None and max_symbols is None and not wide:
-        if beam_size is None and whisper == DECODING_DEFAULTS:
-            return None
-        return whisper
-    whisper_only = sorted(
-        f"--{f.name.replace('_', '-')}".replace("--temperatures", "--temperature")
-        for f in dataclasses.fields(WhisperDecoding)
-        if f.name != "beam_size" and getattr(whisper, f.name) != getattr(DECODING_DEFAULTS, f.name)
-    )
-    if whisper_only:
-        asked = f"--beam-size {beam_size} (above Whisper's {MAX_BEAMS})" if wide else "--decoder, --max-symbols-per-step"
-        raise usage(f"{', '.join(whisper_only)}: Whisper decoding flags, which a transducer or CTC model ({asked}) cannot honour")
-    if decoder is None and max_symbols is None:  # the shared beam, for whichever of the two the model is
-        return checked(CtcDecoding, beam_size=beam_size)
-    return checked(TransducerDecoding, decoder=decoder.value if decoder else "rnnt", max_symbols_per_step=max_symbols, beam_size=beam_size or 1)
+def _decoding_values(flags: dict, *, extra: list[str], **given) -> dict:
+    """The decoding flags set away from their defaults, by option name, and each --decoding-option
+    KEY=VALUE: the model's family reads them once it is loaded (a name it does not take is refused
+    then, naming the flag), and no two families' flags go together (a usage error now)."""
+    values = {f.name: flags[f.name] for f in dataclasses.fields(WhisperDecoding) if f.name in flags}
+    values.update(given)
+    values = {k: v for k, v in values.items() if v is not None and (k not in _WHISPER_DEFAULTS or v != _WHISPER_DEFAULTS[k])}
+    values.pop("beam_size", None)  # shared: TranscribeOptions.beam_size
+    for item in extra:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise usage(f"{item!r} is not KEY=VALUE", "'--decoding-option'")
+        values[key.strip().replace("-", "_")] = value
+    return values
+
+
+_WHISPER_DEFAULTS = {f.name: getattr(DECODING_DEFAULTS, f.name) for f in dataclasses.fields(WhisperDecoding)}
 
 
 def _check_writer_flags(formats: list[str], width, count, highlight: bool, word_timestamps: bool) -> None:

@@ -1,11 +1,13 @@
 """Compare a quantized bundle with its source on one clip: output cosine and transcript change.
 
-Whisper: the decoder logits of the source's first-window transcript, teacher-forced; reported,
-not gated. Encoder families (``ctc``, ``rnnt``, ``tdt``): the encoder output and the head's
-logits over the first chunk (CTC: every frame; a transducer: each frame's joint logits at the
-prediction state the source's greedy path had reached there, both models fed the same labels),
-and the WER of the quantized transcript against the source's over the whole clip. These are gated
-by ``ENCODER_GATES``: a bundle below them fails verification (``VerificationError``).
+Each decoding family declares its rule (``DecodingFamily.verify``); the built-in rules are here.
+Whisper (``verify_whisper``): the decoder logits of the source's first-window transcript,
+teacher-forced; reported, not gated. Encoder models (``verify_ctc``, ``verify_transducer``): the
+encoder output and the head's logits over the first chunk (CTC: every frame; a transducer: each
+frame's joint logits at the prediction state the source's greedy path had reached there, both
+models fed the same labels), and the WER of the quantized transcript against the source's over
+the whole clip. These are gated by ``ENCODER_GATES``: a bundle below them fails verification
+(``VerificationError``).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..decoding.family import family
 from ..errors import CapabilityError, InputError, VerificationError
 
 _WORD = re.compile(r"[^\w]+")
@@ -34,6 +37,9 @@ class VerifyReport:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def failures(self) -> list[str]:
+        return []  # reported, not gated
+
 
 # Gates for the encoder families, per scheme. On tiny random Parakeets (128 x 2; see the evidence
 # in oasr.models.fastconformer.model) int8 measured encoder and head cosines of 0.9998-0.9999 and
@@ -45,7 +51,6 @@ ENCODER_GATES = {
     "int8": {"encoder_cosine": 0.999, "cosine": 0.999, "wer_change": 0.25},
     "int4": {"encoder_cosine": 0.95, "cosine": 0.95, "wer_change": 0.25},
 }
-ENCODER_FAMILIES = ("ctc", "rnnt", "tdt")
 
 
 @dataclass(frozen=True)
@@ -108,12 +113,8 @@ def _cosine(a: torch.Tensor, b: torch.Tensor) -> float:
     return torch.nn.functional.cosine_similarity(a.flatten().double(), b.flatten().double(), dim=0).item()
 
 
-def first_chunk_outputs(loaded, samples: np.ndarray, labels: list | None = None):
-    """(encoder output [T, C], head logits [T, V], the greedy labels) of an encoder-family model
-    over the first chunk of ``samples``. ``labels`` (a transducer's source path, as returned):
-    teacher-force these instead of decoding, so both models are compared at the same states."""
-    from ..decoding.ctc import greedy_ctc
-    from ..decoding.transducer import greedy_transducer
+def _first_chunk(loaded, samples: np.ndarray):
+    """(encoder output [1, T, C], lengths) of an encoder model over the first chunk of ``samples``."""
     from ..features import feature_extractor
     from ..pipelines.transcribe.ctc import CHUNK_LENGTH
 
@@ -122,11 +123,27 @@ def first_chunk_outputs(loaded, samples: np.ndarray, labels: list | None = None)
     first = samples[: int(loaded.decoding.options.get("chunk_length", CHUNK_LENGTH) * spec.sample_rate)]
     audio = torch.from_numpy(np.ascontiguousarray(first, dtype=np.float32)).to(param.device)
     features = feature_extractor(spec)(audio, spec)[None].to(param.dtype)
+    return model.encode(features, torch.tensor([features.shape[-1]], device=param.device))
+
+
+def ctc_outputs(loaded, samples: np.ndarray, labels=None):
+    """(encoder output [T, C], CTC logits [T, V], None) over the first chunk."""
     with torch.inference_mode():
-        encoded, lengths = model.encode(features, torch.tensor([features.shape[-1]], device=param.device))
-        if loaded.decoding.family == "ctc":
-            logits = model.ctc_logits(encoded)[0]
-            return encoded[0].float().cpu(), logits.float().cpu(), None
+        encoded, _ = _first_chunk(loaded, samples)
+        logits = loaded.model.ctc_logits(encoded)[0]
+    return encoded[0].float().cpu(), logits.float().cpu(), None
+
+
+def transducer_outputs(loaded, samples: np.ndarray, labels: list | None = None):
+    """(encoder output [T, C], joint logits [T, V], the greedy labels) over the first chunk.
+    ``labels`` (the source's path, as returned): teacher-force these instead of decoding, so both
+    models are compared at the same prediction states."""
+    from ..decoding.transducer.search import greedy_transducer
+
+    model = loaded.model
+    param = next(model.parameters())
+    with torch.inference_mode():
+        encoded, lengths = _first_chunk(loaded, samples)
         if labels is None:
             labels = [(t.id, t.frame) for t in greedy_transducer(
                 model, encoded, lengths, blank_id=loaded.decoding.blank_id,
@@ -142,12 +159,20 @@ def first_chunk_outputs(loaded, samples: np.ndarray, labels: list | None = None)
         return encoded[0].float().cpu(), logits.float().cpu(), labels
 
 
-def _verify_encoder(models, samples: np.ndarray, audio) -> EncoderVerifyReport:
+def verify_ctc(models, samples: np.ndarray, audio) -> EncoderVerifyReport:
+    return _verify_encoder(models, samples, audio, ctc_outputs)
+
+
+def verify_transducer(models, samples: np.ndarray, audio) -> EncoderVerifyReport:
+    return _verify_encoder(models, samples, audio, transducer_outputs)
+
+
+def _verify_encoder(models, samples: np.ndarray, audio, outputs) -> EncoderVerifyReport:
     import oasr
 
     texts = [oasr.transcribe(samples, m).text for m in models]
-    enc_a, logits_a, labels = first_chunk_outputs(models[0], samples)
-    enc_b, logits_b, _ = first_chunk_outputs(models[1], samples, labels)
+    enc_a, logits_a, labels = outputs(models[0], samples)
+    enc_b, logits_b, _ = outputs(models[1], samples, labels)
     section = models[1].quantization
     if section is None:
         raise InputError("--verify compares a quantized bundle with its source; the second model is not quantized")
@@ -160,7 +185,7 @@ def _verify_encoder(models, samples: np.ndarray, audio) -> EncoderVerifyReport:
 
 def check_gates(report) -> None:
     """Raise ``VerificationError`` when ``report`` misses a gate (Whisper's report has none)."""
-    failures = report.failures() if isinstance(report, EncoderVerifyReport) else []
+    failures = report.failures()
     if failures:
         raise VerificationError(f"verification on {report.audio} failed: {'; '.join(failures)}")
 
@@ -169,8 +194,9 @@ def verify(source, quantized, audio: str | Path, *, device: str = "cpu") -> Veri
     """Transcribe ``audio`` with both models (default options, seeded) and compare.
 
     ``source``/``quantized``: bundle paths or ``LoadedModel``s. Only transcription models can be
-    verified: Whisper by teacher-forced decoder logits, the encoder families (CTC, RNN-T, TDT) by
-    encoder and head outputs (see the module's text; ``check_gates`` applies their gates).
+    verified, each by its decoding family's rule (``DecodingFamily.verify``: a function of the two
+    models, the samples and the clip's name returning a report with ``failures()``, which
+    ``check_gates`` applies).
     """
     import oasr
     from ..io.audio import load_audio
@@ -180,8 +206,12 @@ def verify(source, quantized, audio: str | Path, *, device: str = "cpu") -> Veri
     if "transcribe" not in models[0].capabilities:
         raise CapabilityError(f"--verify compares transcripts; {models[0].architecture} models do not transcribe")
     samples = load_audio(audio, models[0].feature_spec.sample_rate)
-    if models[0].decoding.family in ENCODER_FAMILIES:
-        return _verify_encoder(models, samples, audio)
+    return family(models[0].decoding.family).load_verify()(models, samples, audio)
+
+
+def verify_whisper(models, samples: np.ndarray, audio) -> VerifyReport:
+    import oasr
+
     transcripts = []
     for m in models:
         torch.manual_seed(0)  # temperature fallback samples alike

@@ -18,7 +18,7 @@ import dataclasses
 import json
 
 from ..errors import InputError
-from ..options import TranscribeOptions, WhisperDecoding
+from ..options import TranscribeOptions
 from .errors import ApiError
 from .uploads import read_upload
 
@@ -61,12 +61,10 @@ def request_options(upload, task: str, words: bool) -> TranscribeOptions:
     temperature = upload.number("temperature", 0.0)
     if not 0 <= temperature <= MAX_TEMPERATURE:
         raise ApiError(400, f"'temperature' must be between 0 and {MAX_TEMPERATURE:g}, not {temperature:g}", param="temperature", code="invalid_value")
-    decoding = None  # the model family's own defaults, as the CLI leaves them
-    if prompt is not None or temperature > 0:
-        fields = {"initial_prompt": prompt} | ({"temperatures": (temperature,)} if temperature > 0 else {})
-        decoding = WhisperDecoding(**fields)
+    # The decoding options by name, read by the model's family as the CLI's flags are; none: its defaults.
+    decoding = ({"initial_prompt": prompt} if prompt is not None else {}) | ({"temperatures": (temperature,)} if temperature > 0 else {})
     try:
-        return TranscribeOptions(task=task, language=language if language not in ("", "auto") else None, word_timestamps=words, decoding=decoding)
+        return TranscribeOptions(task=task, language=language if language not in ("", "auto") else None, word_timestamps=words, decoding=decoding or None)
     except InputError as e:
         param = "language" if "language" in str(e) else None
         raise ApiError(400, " ".join(str(e).split()), param=param, code="invalid_value") from e

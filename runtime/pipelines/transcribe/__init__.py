@@ -2,11 +2,11 @@
 
 The shared part is here: the model (``load_pretrained(..., task="transcribe")``), the audio, the
 optional VAD (only speech is decoded, times mapped back), the optional diarization (a speaker on
-every segment) and the provenance. The decoding is an engine picked by the bundle's decoding
-family (``DecodingDefaults.family``) from the ``oasr.engines`` entry points: ``whisper_seq2seq``
-(30 s windows, openai-whisper's long-form rules, in ``whisper.py``) and ``ctc`` (encoder-only:
-chunks merged by ``longform.py``, greedy CTC in ``ctc.py``). A family joins with its engine
-module and one entry-point line.
+every segment) and the provenance. The decoding is the engine of the bundle's decoding family
+(``DecodingDefaults.family``), declared under the ``oasr.decoding`` entry points with its options
+section (``oasr.decoding.family``): ``whisper_seq2seq`` (30 s windows, openai-whisper's long-form
+rules), ``ctc`` and the transducers ``rnnt`` / ``tdt`` (encoder-only: overlapping chunks merged by
+``longform.py``). A family joins with its own modules and one entry-point line.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any, Callable, Protocol
 import numpy as np
 import torch
 
-from ... import plugins
+from ...decoding.family import family, section_for
 from ...errors import CapabilityError
 from ...loading import LoadedModel, load_pretrained
 from ...options import TranscribeOptions
@@ -33,12 +33,6 @@ log = logging.getLogger("oasr")
 
 Progress = Callable[[float, float], None]
 
-ENGINE_GROUP = "oasr.engines"  # decoding family -> its Engine class
-# families the runtime is shaped for but has no engine for yet (transducers, attention rescoring,
-# Paraformer's CIF, speech LLMs): a model of one is refused with this list, not mis-decoded
-PLANNED = ("aed", "cif", "speech_llm")
-
-
 @dataclass
 class EngineOutput:
     segments: list[Segment]
@@ -49,7 +43,8 @@ class EngineOutput:
 class Engine(Protocol):
     """One decoding family's transcription of speech-only samples.
 
-    ``__init__(loaded, options)`` checks the options against the model (CapabilityError before any
+    ``__init__(loaded, options, section)`` (``section``: the family's options, resolved by
+    ``oasr.decoding.family.section_for``) checks them against the model (CapabilityError before any
     work); ``tokenizer`` is what segments were decoded with (diarization re-encodes split text);
     ``run`` decodes and returns segments timed on ``samples`` mapped through ``speech_map``.
     """
@@ -59,15 +54,11 @@ class Engine(Protocol):
     def run(self, samples: np.ndarray, speech_map: SpeechMap | None, duration: float, progress: Progress | None) -> EngineOutput: ...
 
 
-def engine_for(loaded: LoadedModel, options: TranscribeOptions) -> Engine:
-    family = loaded.decoding.family
-    if family not in plugins.declared(ENGINE_GROUP):
-        planned = " (planned; not built yet)" if family in PLANNED else ""
-        raise CapabilityError(
-            f"no transcription engine for the {family!r} decoding family{planned}; "
-            f"the installed engines decode: {', '.join(sorted(plugins.declared(ENGINE_GROUP)))}"
-        )
-    return plugins.load(ENGINE_GROUP, family, "decoding family")(loaded, options)
+def engine_for(loaded: LoadedModel, options: TranscribeOptions) -> tuple[Engine, Any]:
+    """The engine of the model's decoding family, and the options section it decodes with."""
+    name = loaded.decoding.family
+    section = section_for(name, options)
+    return family(name).load_engine()(loaded, options, section), section
 
 
 def _check_options(loaded: LoadedModel, options: TranscribeOptions) -> None:
@@ -109,7 +100,7 @@ def transcribe(
 
         load_models(device=device)
     # Speakers change between words: diarization needs word times even when they are not shown.
-    engine = engine_for(loaded, dataclasses.replace(options, word_timestamps=True) if options.diarize else options)
+    engine, section = engine_for(loaded, dataclasses.replace(options, word_timestamps=True) if options.diarize else options)
     sample_rate = loaded.feature_spec.sample_rate
     samples, source = read_audio(audio, sample_rate)
     duration = len(samples) / sample_rate
@@ -135,7 +126,7 @@ def transcribe(
         language=out.language,
         language_probability=out.language_probability,
         duration=duration,
-        provenance=loaded.result_provenance(options),
+        provenance=loaded.result_provenance(dataclasses.replace(options, beam_size=None, decoding=section)),
         source=source,
     )
 

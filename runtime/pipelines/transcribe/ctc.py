@@ -11,14 +11,15 @@ decodes by prefix beam search. ``words_from_tokens`` is shared with the transduc
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 
 import numpy as np
 
-from ...decoding.ctc import beam_ctc, greedy_ctc
+from ...decoding.ctc.search import beam_ctc, greedy_ctc
 from ...errors import CapabilityError
-from ...options import CtcDecoding, TranscribeOptions, TransducerDecoding, WhisperDecoding
+from ...decoding.ctc.options import CtcDecoding
+from ...decoding.family import section_for
+from ...options import TranscribeOptions
 from . import EngineOutput
 from .longform import TimedWord, feature_batches, keep_own, plan_chunks, to_segments
 
@@ -31,48 +32,11 @@ CHUNK_LENGTH = 60.0
 CHUNK_OVERLAP = 4.0  # seconds shared with each neighbour: longer than any word
 
 
-def refuse_foreign_section(options: TranscribeOptions, family: str, accepted: type, can_do: str) -> None:
-    """A section of another family (Whisper's temperature fallback, prompts) is refused, naming the
-    flags this family cannot honour and what it can do instead; it is never silently ignored. A
-    Whisper section that sets nothing but ``beam_size`` is the shared ``--beam-size`` flag, which
-    ``beam_size_asked`` reads."""
-    d = options.decoding
-    if d is None or isinstance(d, accepted) or not foreign_fields(d):
-        return
-    flags = ", ".join(f"--{name.replace('_', '-')}" for name in foreign_fields(d))
-    raise CapabilityError(
-        f"{flags} ({type(d).__name__} options of the {d.family} family) cannot be honoured: this model decodes "
-        f"as the {family} family, which offers {can_do}"
-    )
-
-
-def foreign_fields(section) -> list[str]:
-    """The fields of a WhisperDecoding set away from their defaults, but for ``beam_size``. A
-    CtcDecoding holds nothing but the shared beam size (the CLI's --beam-size past Whisper's range)."""
-    if isinstance(section, CtcDecoding):
-        return []
-    if not isinstance(section, WhisperDecoding):
-        return [f.name for f in dataclasses.fields(section)]
-    defaults = WhisperDecoding()
-    names = [f.name for f in dataclasses.fields(section) if f.name != "beam_size"]
-    return ["temperature" if n == "temperatures" else n for n in names if getattr(section, n) != getattr(defaults, n)]
-
-
-def beam_size_asked(options: TranscribeOptions) -> int | None:
-    """The beam size of a Whisper or CTC section that asks for nothing else (the shared --beam-size)."""
-    d = options.decoding
-    return d.beam_size if isinstance(d, (WhisperDecoding, CtcDecoding)) and not foreign_fields(d) else None
-
-
-CTC_CAN_DO = "greedy decoding or prefix beam search (--beam-size), chunking and word timestamps"
-
-
 class Engine:
     reads_windows = True  # takes a SampleFile: each chunk's samples are read from it (longform.feature_batches)
 
     def __init__(self, loaded, options: TranscribeOptions, section: CtcDecoding | None = None):
-        if section is None:
-            section = _ctc_section(loaded, options)
+        section = section or section_for(loaded.decoding.family, options)
         self.beam_size = section.beam_size
         defaults = loaded.decoding
         if defaults.blank_id is None:
@@ -110,21 +74,6 @@ class Engine:
                 progress(min(speech_map.to_original(done) if speech_map else done, duration), duration)
         segments = to_segments(words, speech_map, duration, with_words=self.options.word_timestamps)
         return EngineOutput(segments, self.language if segments else "", None)
-
-
-def _ctc_section(loaded, options: TranscribeOptions) -> CtcDecoding:
-    """The CTC section of ``options``: its own, a --beam-size, or --decoder ctc (the only head)."""
-    d = options.decoding
-    if isinstance(d, TransducerDecoding):
-        if d.decoder != "ctc" or d.max_symbols_per_step is not None:
-            flag = f"--decoder {d.decoder}" if d.decoder != "ctc" else "--max-symbols-per-step"
-            raise CapabilityError(f"{flag}: this {loaded.architecture} model's heads: ctc only; it offers {CTC_CAN_DO}")
-        return CtcDecoding(d.beam_size)
-    refuse_foreign_section(options, "ctc", CtcDecoding, CTC_CAN_DO)
-    beam = beam_size_asked(options)
-    if beam is not None:
-        return CtcDecoding(beam)
-    return d or CtcDecoding()
 
 
 def words_from_tokens(tokenizer, spans, offset: float, frame: float) -> list[TimedWord]:

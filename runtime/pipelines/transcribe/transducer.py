@@ -17,51 +17,41 @@ import logging
 import numpy as np
 import torch
 
-from ...decoding.transducer import beam_transducer, greedy_transducer
+from ...decoding.transducer.search import beam_transducer, greedy_transducer
 from ...errors import CapabilityError
-from ...options import CtcDecoding, TranscribeOptions, TransducerDecoding
+from ...decoding.ctc.options import CtcDecoding
+from ...decoding.transducer.options import TransducerDecoding
+from ...decoding.family import section_for
+from ...options import TranscribeOptions
 from . import EngineOutput
 from . import ctc
 from .longform import TimedWord, feature_batches, keep_own, plan_chunks, to_segments
 
 log = logging.getLogger("oasr")
 
-CAN_DO = (
-    "greedy transducer decoding (--max-symbols-per-step), RNN-T beam search (--beam-size), --decoder ctc on hybrid "
-    "models, chunking and word timestamps"
-)
-
-
 def heads(loaded) -> str:
     """The decoders a transducer bundle offers, as --decoder names them."""
     return "rnnt and ctc" if loaded.decoding.options.get("ctc_head") else "rnnt only"
 
 
-def _section(loaded, options: TranscribeOptions) -> TransducerDecoding:
-    """The transducer section of ``options``: its own, or the shared --beam-size."""
-    ctc.refuse_foreign_section(options, loaded.decoding.family, TransducerDecoding, CAN_DO)
-    beam = ctc.beam_size_asked(options)
-    if beam is not None:
-        return TransducerDecoding(beam_size=beam)
-    return options.decoding or TransducerDecoding()
-
-
 class Engine:
     reads_windows = True  # takes a SampleFile: each chunk's samples are read from it (longform.feature_batches)
 
-    def __new__(cls, loaded, options: TranscribeOptions):
-        section = _section(loaded, options)
+    def __new__(cls, loaded, options: TranscribeOptions, section: TransducerDecoding | None = None):
+        section = section or section_for(loaded.decoding.family, options)
         if section.decoder == "ctc":
             if not loaded.decoding.options.get("ctc_head"):
                 raise CapabilityError(
                     f"--decoder ctc needs a hybrid RNNT+CTC model; this {loaded.architecture} model's heads: {heads(loaded)}"
                 )
             # The CTC engine over the hybrid's auxiliary head (the blank is the same last label).
-            return ctc.Engine(loaded, dataclasses.replace(options, decoding=None), CtcDecoding(section.beam_size))
+            if section.max_symbols_per_step is not None:
+                raise CapabilityError("--max-symbols-per-step applies to the transducer head, not to --decoder ctc")
+            return ctc.Engine(loaded, dataclasses.replace(options, beam_size=None, decoding=None), CtcDecoding(beam_size=section.beam_size))
         return super().__new__(cls)
 
-    def __init__(self, loaded, options: TranscribeOptions):
-        section = _section(loaded, options)
+    def __init__(self, loaded, options: TranscribeOptions, section: TransducerDecoding | None = None):
+        section = section or section_for(loaded.decoding.family, options)
         defaults = loaded.decoding
         if defaults.blank_id is None:
             raise CapabilityError(f"this {loaded.architecture} bundle names no blank id; re-convert it")

@@ -26,7 +26,9 @@ import torch.nn.functional as F
 
 from ...errors import CapabilityError
 from ...io.samples import SampleFile, SampleTensor
-from ...options import MAX_BEAMS, CtcDecoding, TranscribeOptions, WhisperDecoding
+from ...decoding.whisper.options import WhisperDecoding
+from ...decoding.family import section_for
+from ...options import TranscribeOptions
 from ...results import Segment, Word
 from ...threads import fit_threads
 from ..vad.energy import frame_levels_db
@@ -43,14 +45,10 @@ class Engine:
 
     reads_windows = True  # takes a SampleFile: the log-mel and the levels read it a window at a time
 
-    def __init__(self, loaded, options: TranscribeOptions):
+    def __init__(self, loaded, options: TranscribeOptions, section: WhisperDecoding | None = None):
         self.loaded = loaded
         self.options = options
-        if isinstance(options.decoding, CtcDecoding):  # the CLI's --beam-size past Whisper's range
-            raise CapabilityError(
-                f"--beam-size {options.decoding.beam_size}: Whisper decodes with 1..{MAX_BEAMS} beams (more are for CTC and transducer models)"
-            )
-        self.decoding: WhisperDecoding = options.decoding_for(WhisperDecoding.family, WhisperDecoding())
+        self.decoding = section or section_for(loaded.decoding.family, options)
         self.tokenizer = _check_capabilities(loaded, options)
         _check_suppress_tokens(loaded, self.decoding)
 

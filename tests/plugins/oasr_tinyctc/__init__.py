@@ -1,13 +1,15 @@
 """A test-only CTC architecture shipped the way a third-party package ships one.
 
 Everything oasr needs comes through entry points (``../oasr_tinyctc-0.1.dist-info``): the
-architecture (``oasr.models``), its converter (``oasr.converters``) and its tokenizer kind
-(``oasr.tokenizers``); no file of the runtime names it. The network is a pooling of the log-mel
+architecture (``oasr.models``), its converter (``oasr.converters``), its tokenizer kind
+(``oasr.tokenizers``) and a decoding family of its own (``oasr.decoding``, in ``runs.py``: its
+options section, engine and verify rule); no file of the runtime or the CLI names any of them. The network is a pooling of the log-mel
 frames followed by one linear layer: with weights set by the tests, each label answers to a
 tone at its own frequency, so synthetic audio has a known transcript and known word times.
 
 The foreign format: a folder with ``tinyctc.json`` (``labels``: blank first, a space separates
-words; ``n_mels``, ``stride``, ``language``) and ``weights.safetensors`` (``W`` [labels, n_mels],
+words; ``n_mels``, ``stride``, ``language``; ``decoding``: ``ctc``, the default, or the plugin's
+own ``tone_runs``) and ``weights.safetensors`` (``W`` [labels, n_mels],
 ``b`` [labels]).
 """
 
@@ -80,7 +82,7 @@ class TinyCtcConverter(CheckpointConverter):
         meta = self._meta()
         tokenizer = TokenizerSpec(kind="tinyctc-labels", files=("tinyctc.json",))
         features = FeatureSpec(kind="whisper_logmel", n_mels=config.n_mels, chunk_seconds=0.0)
-        decoding = DecodingDefaults(family="ctc", blank_id=0, options={"language": meta["language"]})
+        decoding = DecodingDefaults(family=meta.get("decoding", "ctc"), blank_id=0, options={"language": meta["language"]})
         return tokenizer, {"tinyctc.json": self.path / "tinyctc.json"}, features, decoding
 
 

@@ -1,0 +1,1 @@
+"""The ``ctc`` decoding family: greedy and prefix beam search (search.py), its options (options.py)."""
