@@ -92,12 +92,6 @@ class Fields:
 
 
 def kind_of(value: Any) -> str:
-    if value is None:
-        return "nothing"
-    return f"{type(value).__name__} {value!r}" if isinstance(value, (bool, int, float, str)) else type(value).__name__
-
-
-def kind_of(value: Any) -> str:
     """What a wrong value is, for a message: ``int 3``, ``nothing``, ``list``."""
     if value is None:
         return "nothing"
