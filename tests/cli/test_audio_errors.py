@@ -27,7 +27,7 @@ import typer
 from oasr.errors import InputError
 from oasr.io.audio import load_audio
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class _Stdin:
@@ -105,7 +105,7 @@ def test_stdin_errors_name_stdin(monkeypatch, tmp_path, data, needle):
 
 def test_stdin_m4a_with_its_index_at_the_end_decodes(monkeypatch, jfk_wav, tmp_path):
     """An MP4 needs seeking (its index is written last): stdin goes to a temporary file first."""
-    from test_audio import _encode
+    from tests.io.test_audio import _encode
 
     jfk = load_audio(jfk_wav)
     m4a = _encode(tmp_path / "jfk.m4a", jfk, 16000, "aac", "mp4")

@@ -8,7 +8,7 @@ import pytest
 import soundfile as sf
 
 from cli_checks import one_line_error
-from test_transducer_decoding import hybrid_bundle  # noqa: F401  (the module-scoped bundle)
+from tests.decoding.test_transducer_decoding import hybrid_bundle  # noqa: F401  (the module-scoped bundle)
 
 import oasr
 from oasr.options import TransducerDecoding

@@ -21,7 +21,7 @@ import typer
 
 from oasr_cli.main import app, convert_app
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "gen_cli_docs.py"
 
 

@@ -19,7 +19,7 @@ from oasr.errors import CapabilityError, InputError
 from oasr.options import TranscribeOptions, WhisperDecoding
 from oasr.results import ResultProvenance, Segment, Transcript, Word
 
-from test_formats import read_srt, read_vtt
+from tests.formats.test_formats import read_srt, read_vtt
 from cli_checks import one_line_error as _one_line_error
 
 
@@ -188,7 +188,7 @@ def test_flag_values(cli, fake, wavs, flags, field, value):
 
 
 def test_whisper_flags_at_their_defaults_leave_the_family_defaults(cli, fake, wavs):
-    # (--beam-size is no Whisper-only flag: given, even as 5, it asks every family for that beam; tests/test_cli_decoder.py)
+    # (--beam-size is no Whisper-only flag: given, even as 5, it asks every family for that beam; tests/cli/test_cli_decoder.py)
     code, _, err = cli("transcribe", "-m", "m", "-f", wavs[0], "--temperature", "0", "--best-of", "5", "-l", "en")
     assert code == 0, err
     assert fake.calls[0].options.decoding is None and fake.calls[0].options.language == "en"

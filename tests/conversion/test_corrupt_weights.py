@@ -21,7 +21,7 @@ from oasr.io import bundle
 from tiny_models import write_openai_pt
 from cli_checks import one_line_error as _one_line_error
 
-# Wide enough that quantize has layers to quantize (as tests/test_quantize.py).
+# Wide enough that quantize has layers to quantize (as tests/quant/test_quantize.py).
 DIMS = dict(n_audio_state=128, n_text_state=128, n_vocab=96, n_audio_ctx=16, n_text_ctx=12)
 
 

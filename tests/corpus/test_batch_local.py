@@ -26,7 +26,7 @@ from crepe_refs import crepe_weights
 from oasr.corpus.manifest import read_manifest
 from oasr.errors import InputError
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CORRUPT = b"RIFF\x24\x00\x00\x00WAVEfmt " + b"\x00" * 40  # a WAV header and no audio
 
 

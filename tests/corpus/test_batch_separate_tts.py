@@ -62,7 +62,7 @@ def test_batch_separate_writes_each_songs_stems_as_oasr_separate_does(tmp_path):
 
 def test_batch_tts_speaks_each_text_file_into_its_wav(tmp_path):
     pytest.importorskip("piper.phoneme_ids", reason="piper-tts (the tts extra) holds the phoneme map")
-    from test_tts import write_tiny_voice
+    from tests.pipelines.tts.test_tts import write_tiny_voice
 
     from oasr.formats.wav import pcm16
 

@@ -20,7 +20,7 @@ from hub_helpers import TEST_HF_COMMIT, TEST_HF_REPO, fake_hf_download, hf_cache
 from hub_helpers import hub_env, mirror, synthetic  # noqa: F401  (fixtures)
 from oasr.errors import ConversionError, InputError, OasrError
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TINY_EN_COMMIT = "87c7102498dcde7456f24cfd30239ca606ed9063"  # the registry's pinned openai/whisper-tiny.en
 BASE_JOINED_SHA = "d01c3014881c9c6f3133c182f3d2887eb6ca1c789a7538c5c007196857a0a6a9"
 

@@ -17,7 +17,7 @@ In CI each target runs a fixed, derandomized set of examples with no example dat
 is repeatable; the whole file takes well under a minute on 2 cores. To search longer, with new
 random inputs on each run::
 
-    OASR_FUZZ_EXAMPLES=5000 .venv/bin/python -m pytest tests/test_fuzz_readers.py -q
+    OASR_FUZZ_EXAMPLES=5000 .venv/bin/python -m pytest tests/io/test_fuzz_readers.py -q
 
 A failure prints the shrunk input and a ``@reproduce_failure`` line to replay it.
 
@@ -43,7 +43,7 @@ from hypothesis import strategies as st
 
 from oasr.errors import OasrError
 
-from test_corrupt_inputs import (
+from .test_corrupt_inputs import (
     CT2_ALIASES,
     archive_of,
     ct2_model_bin,

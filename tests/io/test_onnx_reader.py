@@ -16,7 +16,7 @@ from oasr.io.onnx import read_onnx
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from test_fuzz_readers import fuzz  # noqa: E402
+from .test_fuzz_readers import fuzz  # noqa: E402
 
 
 def _linear_model(weight: np.ndarray) -> onnx.ModelProto:

@@ -73,7 +73,7 @@ def test_a_family_without_its_own_packing_gets_the_plain_swap(tmp_path, monkeypa
     """FastConformer (a tiny random Parakeet CTC through its converter): every plain linear layer
     packed off Intel, none on Intel; the encoder's output the same."""
     pytest.importorskip("transformers")
-    import test_parakeet_parity as parity
+    from tests.models.fastconformer import test_parakeet_parity as parity
     from oasr.onednn import PackedLinear
 
     folder, bundle = tmp_path / "hf", tmp_path / "bundle"

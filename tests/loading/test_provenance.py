@@ -82,7 +82,7 @@ def segmentation(monkeypatch) -> Path:
     """The segmentation weights make install-test fetched (a source archive: no installed package
     to pull the registry entry from), as the pipeline's default."""
     import oasr.pipelines.diarize as pipeline
-    from test_segmentation_parity import WEIGHTS
+    from tests.models.pyannote.test_segmentation_parity import WEIGHTS
 
     if not WEIGHTS.is_file():
         pytest.skip(f"no {WEIGHTS} (make install-test fetches it)")

@@ -26,7 +26,7 @@ import soundfile as sf
 import torch
 
 SR = 16000
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _package_file(module: str, *parts: str) -> Path:
@@ -205,7 +205,7 @@ def _peak(args: list[str], tmp: Path, tag: str) -> dict:
 
 
 def _segmentation_weights() -> Path:
-    from test_segmentation_parity import WEIGHTS
+    from tests.models.pyannote.test_segmentation_parity import WEIGHTS
 
     if not WEIGHTS.is_file():
         pytest.skip(f"no {WEIGHTS} (make install-test fetches it)")

@@ -21,8 +21,8 @@ import soundfile as sf
 import torch
 from safetensors.torch import save_file
 
-ROOT = Path(__file__).resolve().parent.parent
-PLUGINS = Path(__file__).resolve().parent / "plugins"
+ROOT = Path(__file__).resolve().parents[2]
+PLUGINS = Path(__file__).resolve().parent  # this folder holds the oasr_tinyctc distribution
 SR = 16000
 LABELS = ["<blank>", " ", "a", "b", "c", "d", "e"]
 TONES = {" ": 300.0, "a": 520.0, "b": 900.0, "c": 1500.0, "d": 2500.0, "e": 4000.0}  # Hz

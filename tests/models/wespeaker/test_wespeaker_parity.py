@@ -38,7 +38,7 @@ torch = pytest.importorskip("torch")
 import oasr  # noqa: E402
 from oasr.features.fbank import FbankOptions, centered_fbank, kaldi_fbank  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 WHEELS = Path(os.environ.get("OASR_REFERENCE_WHEELS", ROOT / ".weights" / "reference"))
 TOLERANCE = 1e-4
 SR = 16000
@@ -356,7 +356,7 @@ def test_diarize_runs_with_a_wespeaker_bundle(tiny_wespeaker, sample, cli, tmp_p
     """End to end with random WeSpeaker weights (15 s of sample.wav, two speakers): it runs, through
     the API and ``oasr diarize --embedding-model``, and yields turns. What the turns are worth
     needs the trained encoder, which is not reachable here: accuracy is not measured."""
-    from test_segmentation_parity import WEIGHTS
+    from tests.models.pyannote.test_segmentation_parity import WEIGHTS
 
     if not WEIGHTS.is_file():
         pytest.skip(f"no {WEIGHTS} (make install-test fetches it: scripts/fetch_sdist_weights.py)")

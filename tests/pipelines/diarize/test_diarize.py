@@ -22,8 +22,8 @@ import oasr
 from oasr.formats.rttm import read_rttm, read_uem
 from oasr.metrics.der import diarization_error_rate
 from oasr.results import SpeakerTurn
-from test_der import assert_agrees_with_pyannote
-from test_segmentation_parity import WEIGHTS
+from tests.metrics.test_der import assert_agrees_with_pyannote
+from tests.models.pyannote.test_segmentation_parity import WEIGHTS
 from wer import edit_distance, normalise
 
 pytestmark = pytest.mark.slow

@@ -23,7 +23,7 @@ import soundfile as sf
 
 from demucs_refs import SOURCES_4, random_htdemucs, save_package
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 RATE = 44100
 BOUND = 1.15
 

@@ -1,6 +1,6 @@
 """``oasr.transcribe`` on real weights and real audio, and its pieces (filters, VAD, time map).
 
-Accuracy is asserted as WER numbers (``tests/wer.py``: lowercase, punctuation stripped, word
+Accuracy is asserted as WER numbers (``tests/support/wer.py``: lowercase, punctuation stripped, word
 edit distance), printed with ``-s``. Models: Whisper tiny.en (fast) and base (multilingual, slow
 marker), both from the CTranslate2 directories the fixtures provide, converted to bundles.
 """
