@@ -11,6 +11,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
+pytest_plugins = ["random_bundles"]  # the random-weight bundles (tests/support/random_bundles.py)
+
 
 def _data_dir() -> Path:
     return Path(os.environ.get("OASR_TEST_DATA", ROOT.parent / "shared" / "data"))

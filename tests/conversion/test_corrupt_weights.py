@@ -21,8 +21,6 @@ from oasr.io import bundle
 from tiny_models import write_openai_pt
 from cli_checks import one_line_error as _one_line_error
 
-# Wide enough that quantize has layers to quantize (as tests/quant/test_quantize.py).
-DIMS = dict(n_audio_state=128, n_text_state=128, n_vocab=96, n_audio_ctx=16, n_text_ctx=12)
 
 
 @contextlib.contextmanager
@@ -59,14 +57,6 @@ def _rewrite_weights(folder: Path, change) -> None:
     tensors = dict(bundle.read_tensors(folder))
     change(tensors)
     save_file({k: v.contiguous() for k, v in sorted(tensors.items())}, folder / bundle.WEIGHTS_NAME, metadata={"format": "pt"})
-
-
-@pytest.fixture(scope="module")
-def tiny_bundle(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("corrupt")
-    out = folder / "fp32"
-    convert([write_openai_pt(folder / "tiny.pt", **DIMS)], out)
-    return out
 
 
 # --- convert ---------------------------------------------------------------------------------------
@@ -119,34 +109,34 @@ def test_values_that_overflow_the_target_dtype_are_refused(tmp_path):
 # --- quantize --------------------------------------------------------------------------------------
 
 
-def test_an_all_nan_bundle_is_not_quantized(cli, tiny_bundle, tmp_path):
+def test_an_all_nan_bundle_is_not_quantized(cli, random_whisper_wide_bundle, tmp_path):
     poisoned = tmp_path / "nan"
-    shutil.copytree(tiny_bundle, poisoned)
+    shutil.copytree(random_whisper_wide_bundle, poisoned)
     _rewrite_weights(poisoned, lambda ts: ts.update({k: torch.full_like(v, float("nan")) for k, v in ts.items() if v.is_floating_point()}))
     code, out, err = cli("quantize", poisoned, tmp_path / "q8")
     _one_line_error(code, err, "the source bundle", "tensor(s) hold inf or NaN values")
     assert out == "" and not (tmp_path / "q8").exists()
-    code, _, err = cli("quantize", tiny_bundle, tmp_path / "q8")  # the clean one quantizes
+    code, _, err = cli("quantize", random_whisper_wide_bundle, tmp_path / "q8")  # the clean one quantizes
     assert code == 0, err
 
 
 # --- inspect --verify --------------------------------------------------------------------------------
 
 
-def test_verify_a_good_bundle(cli, tiny_bundle):
-    code, out, err = cli("inspect", "--verify", tiny_bundle)
+def test_verify_a_good_bundle(cli, random_whisper_wide_bundle):
+    code, out, err = cli("inspect", "--verify", random_whisper_wide_bundle)
     assert code == 0, err
     line = next(x for x in out.splitlines() if x.startswith("verify"))
     assert "ok:" in line and "tensors read" in line and "every floating value finite" in line
     assert "not in the oasr cache" in line
-    code, out, _ = cli("inspect", "--verify", "--json", tiny_bundle)
+    code, out, _ = cli("inspect", "--verify", "--json", random_whisper_wide_bundle)
     info = json.loads(out)["verify"]
     assert code == 0 and info["ok"] and info["problems"] == [] and info["tensors"] > 0
 
 
-def test_verify_finds_non_finite_values(cli, tiny_bundle, tmp_path):
+def test_verify_finds_non_finite_values(cli, random_whisper_wide_bundle, tmp_path):
     bad = tmp_path / "bad"
-    shutil.copytree(tiny_bundle, bad)
+    shutil.copytree(random_whisper_wide_bundle, bad)
     _rewrite_weights(bad, lambda ts: ts["decoder.ln.bias"].view(-1).__setitem__(0, float("inf")))
     code, out, err = cli("inspect", "--verify", bad)
     _one_line_error(code, err, "failed verification", "1 tensor(s) hold inf or NaN values (decoder.ln.bias)")
@@ -155,9 +145,9 @@ def test_verify_finds_non_finite_values(cli, tiny_bundle, tmp_path):
     assert code == 1 and not json.loads(out)["verify"]["ok"]
 
 
-def test_verify_checks_shapes_against_the_model(cli, tiny_bundle, tmp_path):
+def test_verify_checks_shapes_against_the_model(cli, random_whisper_wide_bundle, tmp_path):
     bad = tmp_path / "bad"
-    shutil.copytree(tiny_bundle, bad)
+    shutil.copytree(random_whisper_wide_bundle, bad)
     _rewrite_weights(bad, lambda ts: ts.update({"decoder.ln.weight": torch.ones(7)}))
     code, out, err = cli("inspect", "--verify", bad)
     _one_line_error(code, err, "model accounting", "decoder.ln.weight", "(7,)")
@@ -184,9 +174,9 @@ def test_verify_checks_the_cached_sha256(cli, tmp_path):
     _one_line_error(code, err, "failed verification", "its cache record says", "changed after it was cached")
 
 
-def test_a_damaged_header_or_truncated_file_is_a_bundle_error(cli, tiny_bundle, tmp_path):
+def test_a_damaged_header_or_truncated_file_is_a_bundle_error(cli, random_whisper_wide_bundle, tmp_path):
     truncated = tmp_path / "truncated"
-    shutil.copytree(tiny_bundle, truncated)
+    shutil.copytree(random_whisper_wide_bundle, truncated)
     weights = truncated / bundle.WEIGHTS_NAME
     weights.write_bytes(weights.read_bytes()[:-100])
     code, _, err = cli("inspect", "--verify", truncated)
@@ -195,7 +185,7 @@ def test_a_damaged_header_or_truncated_file_is_a_bundle_error(cli, tiny_bundle, 
         oasr.load_pretrained(truncated, cache=False)
 
     damaged = tmp_path / "damaged"
-    shutil.copytree(tiny_bundle, damaged)
+    shutil.copytree(random_whisper_wide_bundle, damaged)
     weights = damaged / bundle.WEIGHTS_NAME
     raw = bytearray(weights.read_bytes())
     raw[8:40] = b"\xff" * 32  # the header's JSON

@@ -226,53 +226,6 @@ def test_ctc_beam_search_can_beat_greedy():
 
 # --- the engines on a hybrid RNNT+CTC bundle ------------------------------------------------------
 
-BLANK_BIAS = 4.0  # labels on some frames, blanks on most
-PIECES = ["<unk>", "▁the", "▁cat", "▁sat", "▁on", "s", "ed", "▁a", "▁dog", "o"]
-
-
-@pytest.fixture(scope="module")
-def hybrid_bundle(tmp_path_factory):
-    """A native FastConformer bundle with a transducer and a CTC head (random weights)."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-
-    from oasr import __version__
-    from oasr.io.bundle import BundleConfig, write_bundle
-    from oasr.models.fastconformer import FastConformer, FastConformerConfig
-    from oasr.models.fastconformer.specs import fastconformer_specs
-    from oasr.specs import Provenance
-
-    root = tmp_path_factory.mktemp("hybrid")
-    tok = Tokenizer(models.Unigram([(p, -1.0 - 0.1 * i) for i, p in enumerate(PIECES)], unk_id=0))
-    tok.pre_tokenizer, tok.decoder = pre_tokenizers.Metaspace(), decoders.Metaspace()
-    tok.save(str(root / "tokenizer.json"))
-    config = FastConformerConfig(
-        n_mels=80, d_model=32, n_layers=1, n_heads=4, ff_hidden=64, vocab_size=len(PIECES), head="rnnt", hybrid_ctc=True,
-        subsampling_factor=4, subsampling_conv_channels=8, pred_hidden=16, pred_rnn_layers=1, joint_hidden=16,
-        att_context_size=(20, 2),
-    )
-    model = FastConformer(config).eval()
-    g = torch.Generator().manual_seed(0)
-    with torch.no_grad():  # wider than torch's init, so the labels follow the audio
-        for name, p in model.named_parameters():
-            if p.dim() > 1 and "pos_bias" not in name:
-                p.copy_(torch.randn(p.shape, generator=g) * 1.5 / p[0].numel() ** 0.5)
-        model.joint.joint_net[2].bias[config.blank_id] += BLANK_BIAS
-    files = {"tokenizer.json": root / "tokenizer.json"}
-    tokenizer, features, decoding = fastconformer_specs(config, files)
-    bundle = root / "bundle"
-    write_bundle(
-        bundle,
-        BundleConfig(
-            architecture="fastconformer", model=config.to_dict(), dtype="float32", tokenizer=tokenizer, features=features,
-            decoding=decoding, provenance=Provenance(source_format="test", oasr_version=__version__),
-            capabilities=tuple(sorted(FastConformer.capabilities)),
-        ),
-        model.state_dict(),
-        files,
-    )
-    return bundle
-
-
 @pytest.fixture(scope="module")
 def speech(jfk_wav):
     import soundfile as sf
@@ -298,44 +251,44 @@ def _direct(bundle, audio, head: str) -> str:
     return loaded.tokenizer().decode(ids)
 
 
-def test_hybrid_decodes_with_either_head(hybrid_bundle, speech):
+def test_hybrid_decodes_with_either_head(random_hybrid_fastconformer_bundle, speech):
     import oasr
     from oasr.options import TransducerDecoding
 
-    default = oasr.transcribe(speech, str(hybrid_bundle))
-    with_ctc = oasr.transcribe(speech, str(hybrid_bundle), oasr.TranscribeOptions(decoding=TransducerDecoding(decoder="ctc")))
-    transducer_text, ctc_text = _direct(hybrid_bundle, speech, "rnnt"), _direct(hybrid_bundle, speech, "ctc")
+    default = oasr.transcribe(speech, str(random_hybrid_fastconformer_bundle))
+    with_ctc = oasr.transcribe(speech, str(random_hybrid_fastconformer_bundle), oasr.TranscribeOptions(decoding=TransducerDecoding(decoder="ctc")))
+    transducer_text, ctc_text = _direct(random_hybrid_fastconformer_bundle, speech, "rnnt"), _direct(random_hybrid_fastconformer_bundle, speech, "ctc")
     assert transducer_text and ctc_text and transducer_text != ctc_text
     assert default.text.strip() == transducer_text
     assert with_ctc.text.strip() == ctc_text
-    beam = oasr.transcribe(speech, str(hybrid_bundle), oasr.TranscribeOptions(decoding=TransducerDecoding(decoder="ctc", beam_size=4)))
+    beam = oasr.transcribe(speech, str(random_hybrid_fastconformer_bundle), oasr.TranscribeOptions(decoding=TransducerDecoding(decoder="ctc", beam_size=4)))
     assert beam.text.strip()
 
 
-def test_long_form_chunks_and_word_times(hybrid_bundle, speech):
+def test_long_form_chunks_and_word_times(random_hybrid_fastconformer_bundle, speech):
     import oasr
 
     audio = np.concatenate([speech] * 3)  # 15 s in 6 s chunks with 1 s overlap
-    t = oasr.transcribe(audio, str(hybrid_bundle), oasr.TranscribeOptions(chunk_length=6.0, chunk_overlap=1.0, word_timestamps=True, batch_size=2))
+    t = oasr.transcribe(audio, str(random_hybrid_fastconformer_bundle), oasr.TranscribeOptions(chunk_length=6.0, chunk_overlap=1.0, word_timestamps=True, batch_size=2))
     words = [w for s in t.segments for w in s.words]
     assert words and all(0 <= w.start < w.end <= 15.0 + 1e-6 for w in words)
     assert all(a.start <= b.start for a, b in zip(words, words[1:]))
     assert max(w.end for w in words) > 10.0  # the last chunk was decoded too
 
 
-def test_options_a_transducer_cannot_honour_are_refused(hybrid_bundle, speech):
+def test_options_a_transducer_cannot_honour_are_refused(random_hybrid_fastconformer_bundle, speech):
     import oasr
     from oasr.options import TransducerDecoding, WhisperDecoding
 
     with pytest.raises(oasr.CapabilityError, match="greedy transducer decoding"):
-        oasr.transcribe(speech, str(hybrid_bundle), oasr.TranscribeOptions(decoding=WhisperDecoding(initial_prompt="Kennedy")))
+        oasr.transcribe(speech, str(random_hybrid_fastconformer_bundle), oasr.TranscribeOptions(decoding=WhisperDecoding(initial_prompt="Kennedy")))
     with pytest.raises(oasr.InputError, match="--beam-size"):
         TransducerDecoding(beam_size=0)
     with pytest.raises(oasr.InputError, match="unknown --decoder"):
         TransducerDecoding(decoder="attention")
 
 
-def test_engines_read_a_sample_file_window_by_window(hybrid_bundle, jfk_wav, monkeypatch):
+def test_engines_read_a_sample_file_window_by_window(random_hybrid_fastconformer_bundle, jfk_wav, monkeypatch):
     """A spooled recording (SampleFile) gives the transcript of the array, with either head and
     the transducer beam, and is never read into one whole array."""
     import soundfile as sf
@@ -354,7 +307,7 @@ def test_engines_read_a_sample_file_window_by_window(hybrid_bundle, jfk_wav, mon
     def refuse(self, dtype=None, copy=None):
         raise AssertionError("the whole recording was read into memory")
 
-    model = oasr.load_pretrained(str(hybrid_bundle))
+    model = oasr.load_pretrained(str(random_hybrid_fastconformer_bundle))
     for section in (None, TransducerDecoding(decoder="ctc"), TransducerDecoding(beam_size=2)):
         options = oasr.TranscribeOptions(decoding=section, chunk_length=6.0, chunk_overlap=1.0)
         b = oasr.transcribe(in_memory, model, options)

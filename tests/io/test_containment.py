@@ -14,11 +14,8 @@ from oasr.errors import BundleError, ConversionError, InputError, IntegrityError
 from oasr.io.files import inside
 
 from hub_helpers import build_wheel, hf_cache_repo, sha256, write_hf_whisper
-from tiny_models import write_openai_pt
 from cli_checks import one_line_error as _one_line_error
 
-# wide enough that oasr quantize has layers to quantize
-DIMS = dict(n_audio_state=128, n_text_state=128, n_vocab=96, n_audio_ctx=16, n_text_ctx=12)
 
 
 
@@ -70,16 +67,6 @@ def test_inside_follows_links_and_refuses_those_that_lead_out(tmp_path):
 # --- bundles --------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def tiny_bundle(tmp_path_factory) -> Path:
-    from oasr.conversion.run import convert
-
-    folder = tmp_path_factory.mktemp("containment")
-    out = folder / "fp32"
-    convert([write_openai_pt(folder / "tiny.pt", **DIMS)], out)
-    return out
-
-
 def _evil_copy(bundle: Path, dst: Path, files: list[str]) -> Path:
     import shutil
 
@@ -92,14 +79,14 @@ def _evil_copy(bundle: Path, dst: Path, files: list[str]) -> Path:
     return dst
 
 
-def test_quantize_of_a_bundle_naming_a_file_outside_writes_nothing_outside(cli, tiny_bundle, tmp_path, monkeypatch):
+def test_quantize_of_a_bundle_naming_a_file_outside_writes_nothing_outside(cli, random_whisper_wide_bundle, tmp_path, monkeypatch):
     """The issue's reproduction: `oasr quantize a/b/evil c/d/out` overwrote c/victim.txt."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "a" / "b").mkdir(parents=True)
     (tmp_path / "c" / "d").mkdir(parents=True)
     (tmp_path / "a" / "victim.txt").write_text("read from outside the source bundle\n")
     (tmp_path / "c" / "victim.txt").write_text("the victim, untouched\n")
-    _evil_copy(tiny_bundle, tmp_path / "a" / "b" / "evil", ["tokenizer.json", "../../../victim.txt"])
+    _evil_copy(random_whisper_wide_bundle, tmp_path / "a" / "b" / "evil", ["tokenizer.json", "../../../victim.txt"])
 
     code, out, err = cli("quantize", "a/b/evil", "c/d/out")
     _one_line_error(code, err, "../../../victim.txt")
@@ -109,19 +96,19 @@ def test_quantize_of_a_bundle_naming_a_file_outside_writes_nothing_outside(cli, 
 
 
 @pytest.mark.parametrize("name", ["../secret.txt", "/etc/passwd", "sub/tokenizer.json"])
-def test_loading_a_bundle_with_an_unsafe_tokenizer_name_is_refused(tiny_bundle, tmp_path, name):
+def test_loading_a_bundle_with_an_unsafe_tokenizer_name_is_refused(random_whisper_wide_bundle, tmp_path, name):
     import oasr
 
-    bundle = _evil_copy(tiny_bundle, tmp_path / "evil", ["tokenizer.json", name])
+    bundle = _evil_copy(random_whisper_wide_bundle, tmp_path / "evil", ["tokenizer.json", name])
     with pytest.raises(BundleError, match="tokenizer file") as info:
         oasr.load_pretrained(bundle, device="cpu", cache=False)
     assert "\n" not in str(info.value)
 
 
-def test_a_tokenizer_asset_linked_outside_the_bundle_is_refused(tiny_bundle, tmp_path):
+def test_a_tokenizer_asset_linked_outside_the_bundle_is_refused(random_whisper_wide_bundle, tmp_path):
     from oasr.io import bundle as _bundle
 
-    bundle = _evil_copy(tiny_bundle, tmp_path / "evil", ["tokenizer.json", "vocab.json"])
+    bundle = _evil_copy(random_whisper_wide_bundle, tmp_path / "evil", ["tokenizer.json", "vocab.json"])
     (tmp_path / "elsewhere.json").write_text("{}")
     (bundle / "tokenizer" / "vocab.json").symlink_to(tmp_path / "elsewhere.json")
     cfg = _bundle.read_config(bundle)
@@ -129,10 +116,10 @@ def test_a_tokenizer_asset_linked_outside_the_bundle_is_refused(tiny_bundle, tmp
         _bundle.tokenizer_files(bundle, cfg.tokenizer)
 
 
-def test_write_bundle_refuses_an_asset_name_outside_its_folder(tiny_bundle, tmp_path):
+def test_write_bundle_refuses_an_asset_name_outside_its_folder(random_whisper_wide_bundle, tmp_path):
     from oasr.io import bundle as _bundle
 
-    cfg = _bundle.read_config(tiny_bundle)
+    cfg = _bundle.read_config(random_whisper_wide_bundle)
     asset = tmp_path / "asset.json"
     asset.write_text("{}")
     (tmp_path / "out").mkdir()

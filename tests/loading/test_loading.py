@@ -16,27 +16,20 @@ from oasr.errors import CapabilityError, InputError
 from tiny_models import write_openai_pt
 
 
-@pytest.fixture
-def tiny_bundle(tmp_path):
-    out = tmp_path / "bundle"
-    convert([write_openai_pt(tmp_path / "tiny.pt")], out)
-    return out
-
-
 def _sha(path) -> str:
     return hashlib.sha256((path / "model.safetensors").read_bytes()).hexdigest()
 
 
-def test_identity_of_a_bundle_path(tiny_bundle):
-    loaded = oasr.load_pretrained(tiny_bundle, device="cpu")
+def test_identity_of_a_bundle_path(random_whisper_bundle):
+    loaded = oasr.load_pretrained(random_whisper_bundle, device="cpu")
     ident = loaded.identity
-    assert ident.requested == str(tiny_bundle)
-    assert ident.source == ident.bundle == str(tiny_bundle.resolve())
-    assert ident.bundle_sha256 == _sha(tiny_bundle)
+    assert ident.requested == str(random_whisper_bundle)
+    assert ident.source == ident.bundle == str(random_whisper_bundle.resolve())
+    assert ident.bundle_sha256 == _sha(random_whisper_bundle)
     assert ident.revision.startswith("sources-") and ident.architecture == "whisper"
     assert "transcribe" in ident.capabilities
     p = loaded.result_provenance({"beam_size": 1})
-    assert (p.model, p.source, p.bundle_sha256, p.revision) == (str(tiny_bundle), ident.source, ident.bundle_sha256, ident.revision)
+    assert (p.model, p.source, p.bundle_sha256, p.revision) == (str(random_whisper_bundle), ident.source, ident.bundle_sha256, ident.revision)
     assert p.options == {"beam_size": 1} and p.oasr_version == oasr.__version__
 
 
@@ -54,18 +47,18 @@ def test_identity_of_a_foreign_checkpoint(tmp_path, caplog):
     assert again.identity.bundle == str(loaded_path) and "cached conversion" in caplog.text
 
 
-def test_one_cache_per_process(tiny_bundle):
-    a = oasr.load_pretrained(tiny_bundle, device="cpu")
-    b = oasr.load_pretrained(str(tiny_bundle), device="cpu", task="transcribe")
+def test_one_cache_per_process(random_whisper_bundle):
+    a = oasr.load_pretrained(random_whisper_bundle, device="cpu")
+    b = oasr.load_pretrained(str(random_whisper_bundle), device="cpu", task="transcribe")
     assert a.model is b.model and a is not b
-    assert oasr.load_pretrained(tiny_bundle, device="cpu", dtype="bfloat16").model is not a.model
-    assert oasr.load_pretrained(tiny_bundle, device="cpu", cache=False).model is not a.model
-    model, _ = oasr.from_pretrained(tiny_bundle, device="cpu")  # a private copy, free to modify
+    assert oasr.load_pretrained(random_whisper_bundle, device="cpu", dtype="bfloat16").model is not a.model
+    assert oasr.load_pretrained(random_whisper_bundle, device="cpu", cache=False).model is not a.model
+    model, _ = oasr.from_pretrained(random_whisper_bundle, device="cpu")  # a private copy, free to modify
     assert model is not a.model
-    os.utime(tiny_bundle / "model.safetensors", ns=(1, 1))  # a rewritten bundle is loaded again
-    assert oasr.load_pretrained(tiny_bundle, device="cpu").model is not a.model
+    os.utime(random_whisper_bundle / "model.safetensors", ns=(1, 1))  # a rewritten bundle is loaded again
+    assert oasr.load_pretrained(random_whisper_bundle, device="cpu").model is not a.model
     loading.clear_cache()
-    assert oasr.load_pretrained(tiny_bundle, device="cpu").model is not a.model
+    assert oasr.load_pretrained(random_whisper_bundle, device="cpu").model is not a.model
 
 
 def test_the_cache_is_bounded(tmp_path):
@@ -82,8 +75,8 @@ def test_the_cache_is_bounded(tmp_path):
     assert oasr.load_pretrained(bundles[0], device="cpu").model is not first.model  # the oldest went
 
 
-def test_task_capability_and_passthrough(tiny_bundle):
-    loaded = oasr.load_pretrained(tiny_bundle, device="cpu")
+def test_task_capability_and_passthrough(random_whisper_bundle):
+    loaded = oasr.load_pretrained(random_whisper_bundle, device="cpu")
     assert oasr.load_pretrained(loaded, task="transcribe") is loaded
     with pytest.raises(CapabilityError, match=r"pitch needs a CREPE model; this whisper model can: .*transcribe"):
         oasr.load_pretrained(loaded, task="pitch")
@@ -93,20 +86,20 @@ def test_task_capability_and_passthrough(tiny_bundle):
         oasr.load_pretrained(3)
 
 
-def test_weights_sha256_is_kept_beside_the_cache(tiny_bundle, monkeypatch):
-    sha = loading.weights_sha256(tiny_bundle)
-    assert sha == _sha(tiny_bundle)
+def test_weights_sha256_is_kept_beside_the_cache(random_whisper_bundle, monkeypatch):
+    sha = loading.weights_sha256(random_whisper_bundle)
+    assert sha == _sha(random_whisper_bundle)
     loading._HASHES.clear()  # a new process: the kept value is read, the file is not hashed
 
     def no_hashing(path):
         raise AssertionError("hashed again")
 
     monkeypatch.setattr(loading._bundle, "weights_sha256", no_hashing)
-    assert loading.weights_sha256(tiny_bundle) == sha
+    assert loading.weights_sha256(random_whisper_bundle) == sha
     monkeypatch.undo()
     loading._HASHES.clear()
     state = torch.zeros(3)
     from safetensors.torch import save_file
 
-    save_file({"x": state}, str(tiny_bundle / "model.safetensors"))  # changed bytes: hashed anew
-    assert loading.weights_sha256(tiny_bundle) == _sha(tiny_bundle) != sha
+    save_file({"x": state}, str(random_whisper_bundle / "model.safetensors"))  # changed bytes: hashed anew
+    assert loading.weights_sha256(random_whisper_bundle) == _sha(random_whisper_bundle) != sha
