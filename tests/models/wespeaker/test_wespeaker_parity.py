@@ -352,6 +352,7 @@ def test_utterances_embed_unweighted(tiny_wespeaker, sample):
         embed_segments(sample, [(0.0, 0.02)], loaded)
 
 
+@pytest.mark.slow  # real weights: pyannote segmentation-3.0
 def test_diarize_runs_with_a_wespeaker_bundle(tiny_wespeaker, sample, cli, tmp_path):
     """End to end with random WeSpeaker weights (15 s of sample.wav, two speakers): it runs, through
     the API and ``oasr diarize --embedding-model``, and yields turns. What the turns are worth
