@@ -52,7 +52,7 @@ def _emit_on_a_third_of_frames(model) -> None:
     speech does (random weights emit on most frames, up to the per-frame cap: slow and unlike speech)."""
     import soundfile as sf
 
-    from conftest import _data_dir
+    from tests.conftest import _data_dir
 
     audio, rate = sf.read(_data_dir() / "asr" / "jfk.wav", dtype="float32")
     processor = ParakeetProcessor(feature_extractor=ParakeetFeatureExtractor(), tokenizer=parity._tokenizer())
@@ -70,7 +70,7 @@ def clip(tmp_path_factory):
     """The first 4 s of jfk.wav: --verify transcribes it twice per run, so the clip sets the cost."""
     import soundfile as sf
 
-    from conftest import _data_dir
+    from tests.conftest import _data_dir
 
     audio, rate = sf.read(_data_dir() / "asr" / "jfk.wav", dtype="float32")
     path = tmp_path_factory.mktemp("clip") / "jfk4.wav"
