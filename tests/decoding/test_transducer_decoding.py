@@ -225,6 +225,8 @@ def test_ctc_beam_search_can_beat_greedy():
 
 
 # --- the engines on a hybrid RNNT+CTC bundle ------------------------------------------------------
+# (random_hybrid_fastconformer_bundle: tests/support/random_bundles.py)
+
 
 @pytest.fixture(scope="module")
 def speech(jfk_wav):
