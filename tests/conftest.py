@@ -1,5 +1,5 @@
 """Shared fixtures: the test audio kept in tests/data, and real weights when present (skipping with
-the reason when not)."""
+the reason when not); a test that asks for real weights is marked slow here."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+
+pytest_plugins = ["random_bundles"]  # the random-weight bundles (tests/support/random_bundles.py)
 
 
 def _data_dir() -> Path:
@@ -68,6 +70,18 @@ def tiny_en_bundle(tiny_en_ct2, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("bundles") / "tiny.en"
     convert([tiny_en_ct2], out)
     return out
+
+
+# The real Whisper weights above: a test that asks for one, directly or through another fixture,
+# is slow (``make test-fast`` leaves it out). Weights a test finds otherwise, it marks itself.
+REAL_WEIGHTS = frozenset({"tiny_en_ct2", "base_ct2", "tiny_en_bundle"})
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if REAL_WEIGHTS.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture
