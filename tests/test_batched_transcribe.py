@@ -19,7 +19,7 @@ torch = pytest.importorskip("torch")
 import oasr  # noqa: E402
 from oasr.errors import InputError  # noqa: E402
 from oasr.options import TranscribeOptions, WhisperDecoding  # noqa: E402
-from oasr.pipelines.transcribe.batched import pack_windows  # noqa: E402
+from oasr.pipelines.transcribe.whisper.batched import pack_windows  # noqa: E402
 from wer import wer  # noqa: E402
 
 SR = 16000

@@ -165,7 +165,7 @@ def test_the_load_is_read_from_proc_stat():
 def test_whisper_refits_the_count_before_each_window(monkeypatch, tiny_en_bundle, jfk_wav):
     import oasr
     from oasr.options import TranscribeOptions, WhisperDecoding
-    from oasr.pipelines.transcribe import whisper
+    from oasr.pipelines.transcribe.whisper import sequential as whisper
 
     calls = []
     monkeypatch.setattr(whisper, "fit_threads", lambda: calls.append(1))
