@@ -80,9 +80,6 @@ class WindowDecoder:
         prompted = self.decoder.prompt(features, tokens, sot_index)
         return self.decoder.decode_batch(prompted, self.decoding.temperatures[0])
 
-    def piece(self, start: float, end: float, tokens: list[int]) -> Piece:
-        return Piece(start, end, tokens, self.tokenizer.decode(tokens))
-
     def align(self, pieces: list[Piece], window: Window, language: str, last_speech: float):
         """One alignment pass over a window's pieces: their words and openai-whisper's segment bounds
         set in place; returns the alignment (its last speech time)."""

@@ -6,10 +6,11 @@ import dataclasses
 import re
 
 from ....results import Segment, Word
+from .decoder import WindowDecoder
 from .window import Geometry, Piece
 
 
-def split(decoder, tokens: tuple[int, ...], seek: int, size: int) -> tuple[list[Piece], int, bool]:
+def split(decoder: WindowDecoder, tokens: tuple[int, ...], seek: int, size: int) -> tuple[list[Piece], int, bool]:
     """openai's segmentation: pieces between consecutive timestamp pairs; the next seek; whether
     the tokens end with a single timestamp (no speech after it)."""
     g: Geometry = decoder.geometry
@@ -27,7 +28,7 @@ def split(decoder, tokens: tuple[int, ...], seek: int, size: int) -> tuple[list[
             part = list(tokens[begin:cut])
             start = time_offset + (part[0] - tb) * g.time_precision
             end = time_offset + (part[-1] - tb) * g.time_precision
-            pieces.append(decoder.piece(start, end, part))
+            pieces.append(_piece(decoder.tokenizer, start, end, part))
             begin = cut
         if single_ending:  # no speech after the last timestamp
             seek += size
@@ -38,12 +39,12 @@ def split(decoder, tokens: tuple[int, ...], seek: int, size: int) -> tuple[list[
         stamps = [t for t in tokens if t >= tb]
         if stamps and stamps[-1] != tb:  # a lone timestamp: where the text ends
             duration = (stamps[-1] - tb) * g.time_precision
-        pieces.append(decoder.piece(time_offset, time_offset + duration, list(tokens)))
+        pieces.append(_piece(decoder.tokenizer, time_offset, time_offset + duration, list(tokens)))
         seek += size
     return pieces, seek, single_ending
 
 
-def split_whole(decoder, tokens: tuple[int, ...], seek: int, size: int) -> list[Piece]:
+def split_whole(decoder: WindowDecoder, tokens: tuple[int, ...], seek: int, size: int) -> list[Piece]:
     """``split``, plus the unfinished last segment (for a window no later one starts inside, as
     in the batched loop): that one ends with the window's audio."""
     g: Geometry = decoder.geometry
@@ -53,8 +54,12 @@ def split_whole(decoder, tokens: tuple[int, ...], seek: int, size: int) -> list[
     tb = decoder.tokenizer.timestamp_begin
     if tail and not single_ending and any(t < tb for t in tail):
         start = g.seconds(seek) + (tail[0] - tb) * g.time_precision if tail[0] >= tb else pieces[-1].end
-        pieces.append(decoder.piece(start, g.seconds(seek + size), tail))
+        pieces.append(_piece(decoder.tokenizer, start, g.seconds(seek + size), tail))
     return pieces
+
+
+def _piece(tokenizer, start: float, end: float, tokens: list[int]) -> Piece:
+    return Piece(start, end, tokens, tokenizer.decode(tokens))
 
 
 _PUNCTUATION = re.compile(r"[^\w\s]")

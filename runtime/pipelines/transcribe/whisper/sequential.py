@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
