@@ -116,7 +116,7 @@ def _cosine(a: torch.Tensor, b: torch.Tensor) -> float:
 def _first_chunk(loaded, samples: np.ndarray):
     """(encoder output [1, T, C], lengths) of an encoder model over the first chunk of ``samples``."""
     from ..features import feature_extractor
-    from ..pipelines.transcribe.ctc import CHUNK_LENGTH
+    from ..pipelines.transcribe.chunked import CHUNK_LENGTH
 
     spec, model = loaded.feature_spec, loaded.model
     param = next(model.parameters())

@@ -166,7 +166,7 @@ def test_whisper_refits_the_count_before_each_window(monkeypatch, tiny_en_bundle
     import oasr
     from oasr.decoding.whisper.options import WhisperDecoding
     from oasr.options import TranscribeOptions
-    from oasr.pipelines.transcribe import whisper
+    from oasr.pipelines.transcribe.whisper import sequential as whisper
 
     calls = []
     monkeypatch.setattr(whisper, "fit_threads", lambda: calls.append(1))

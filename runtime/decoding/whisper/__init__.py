@@ -1,2 +1,2 @@
-"""Whisper decoding: batched beam search and sampling with a KV cache (decode.py), greedy
-decoding (greedy.py), logit filters, language detection and DTW word alignment."""
+"""Whisper decoding: batched beam search and sampling with a KV cache (decode.py), logit filters,
+language detection and DTW word alignment."""

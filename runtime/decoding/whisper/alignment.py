@@ -371,8 +371,3 @@ def align_segments(
         out_words.append(segment_words)
         out_bounds.append(bound)
     return WindowAlignment(out_words, out_bounds, last_speech)
-
-
-def align_words(*args, **kwargs) -> list[list[Word]]:
-    """The words of each segment of one window, in absolute seconds (``align_segments``' words)."""
-    return align_segments(*args, **kwargs).words

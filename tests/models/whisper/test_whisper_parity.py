@@ -272,7 +272,7 @@ def _greedy_against_faster_whisper(ct2_dir, bundle, wav, audio, language=None):
     pytest.importorskip("faster_whisper")
     from faster_whisper import WhisperModel
 
-    from oasr.decoding.whisper.greedy import greedy_decode
+    from whisper_decoding import greedy_decode
 
     loaded = load_pretrained(bundle, device="cpu", dtype="float32")
     tok = loaded.tokenizer()

@@ -29,7 +29,6 @@ torch = pytest.importorskip("torch")
 from oasr.decoding.whisper.alignment import (  # noqa: E402
     WordTiming,
     align_segments,
-    align_words,
     default_alignment_heads,
     dtw,
     median_filter,
@@ -37,6 +36,7 @@ from oasr.decoding.whisper.alignment import (  # noqa: E402
 )
 from oasr.loading import load_pretrained  # noqa: E402
 from oasr.tokenizers.words import split_to_word_tokens  # noqa: E402
+from whisper_decoding import align_words  # noqa: E402
 
 PUNCT_PREPEND = "\"'“¿([{-"
 PUNCT_APPEND = "\"'.。,，!！?？:：”)]}、"
@@ -361,7 +361,7 @@ def base(base_ct2):
 
 @pytest.mark.slow
 def test_sample_onsets_with_base(base, data_dir):
-    from oasr.decoding.whisper.greedy import greedy_decode
+    from whisper_decoding import greedy_decode
 
     wav, stm = data_dir / "diarization" / "sample.wav", data_dir / "diarization" / "sample.stm"
     tok = base.tokenizer()

@@ -20,7 +20,7 @@ import oasr  # noqa: E402
 from oasr.errors import InputError  # noqa: E402
 from oasr.decoding.whisper.options import WhisperDecoding  # noqa: E402
 from oasr.options import TranscribeOptions  # noqa: E402
-from oasr.pipelines.transcribe.batched import pack_windows  # noqa: E402
+from oasr.pipelines.transcribe.whisper.batched import pack_windows  # noqa: E402
 from wer import wer  # noqa: E402
 
 SR = 16000

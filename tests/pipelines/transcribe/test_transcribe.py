@@ -121,10 +121,10 @@ def test_provenance_of_a_bundle_path(tiny_en_bundle, jfk_audio):
 
 
 def test_greedy_is_token_identical_to_the_reference_greedy_decoder(tiny, jfk_audio):
-    """beam_size 1, timestamps off, one temperature: the same tokens as decoding/greedy.py."""
+    """beam_size 1, timestamps off, one temperature: the same tokens as whisper_decoding.greedy_decode."""
     import torch.nn.functional as F
 
-    from oasr.decoding.whisper.greedy import greedy_decode
+    from whisper_decoding import greedy_decode
     from oasr.features.logmel import log_mel_spectrogram
 
     options = TranscribeOptions(decoding=WhisperDecoding(beam_size=1, without_timestamps=True, temperatures=(0.0,)))

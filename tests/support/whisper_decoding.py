@@ -1,4 +1,5 @@
-"""Greedy decoding of one Whisper window with a KV cache."""
+"""Test-only Whisper decoding: a plain greedy decoder with a KV cache (the reference the runtime's
+beam-1 decoding is held to) and ``align_words`` (``align_segments``' words alone)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
-from ...models.whisper import Whisper, WhisperKVCache
+from oasr.decoding.whisper.alignment import align_segments
+from oasr.models.whisper import Whisper, WhisperKVCache
+from oasr.results import Word
 
 
 @torch.inference_mode()
@@ -45,3 +48,8 @@ def greedy_decode(
         out.append(token)
         tokens = torch.tensor([[token]], device=device)
     return out
+
+
+def align_words(*args, **kwargs) -> list[list[Word]]:
+    """The words of each segment of one window, in absolute seconds (``align_segments``' words)."""
+    return align_segments(*args, **kwargs).words
