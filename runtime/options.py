@@ -90,7 +90,8 @@ class TranscribeOptions:
     beam_size: int | None = None
     # The model's decoding family's own options: its section (a frozen dataclass of the family,
     # such as oasr.WhisperDecoding), or a mapping of option names to values (the CLI's decoding
-    # flags, --decoding-option KEY=VALUE) that the family reads once the model is known; None:
+    # flags, --decoding-option KEY=VALUE): values that one installed family alone takes become its
+    # section here, others stay a mapping that the model's family reads once it is known; None:
     # the defaults of whichever family the model has. See oasr.decoding.family.
     decoding: Any = None
 
@@ -98,6 +99,15 @@ class TranscribeOptions:
         if isinstance(self.decoding, Mapping):
             object.__setattr__(self, "decoding", dict(self.decoding))
         validate_transcribe_options(self)
+        if isinstance(self.decoding, dict) and self.decoding:
+            from .decoding.family import sole_section
+
+            # Values only one installed family takes are its section already (with the beam).
+            section, beam_folded = sole_section(self)
+            if section is not None:
+                object.__setattr__(self, "decoding", section)
+                if beam_folded:
+                    object.__setattr__(self, "beam_size", None)
 
 
 def validate_transcribe_options(o: TranscribeOptions) -> None:

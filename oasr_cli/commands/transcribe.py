@@ -269,10 +269,9 @@ def _decoding_values(flags: dict, *, extra: list[str], **given) -> dict:
     """The decoding flags set away from their defaults, by option name, and each --decoding-option
     KEY=VALUE: the model's family reads them once it is loaded (a name it does not take is refused
     then, naming the flag), and no two families' flags go together (a usage error now)."""
-    values = {f.name: flags[f.name] for f in dataclasses.fields(WhisperDecoding) if f.name in flags}
-    values.update(given)
-    values = {k: v for k, v in values.items() if v is not None and (k not in _WHISPER_DEFAULTS or v != _WHISPER_DEFAULTS[k])}
-    values.pop("beam_size", None)  # shared: TranscribeOptions.beam_size
+    values = {f.name: flags[f.name] for f in dataclasses.fields(WhisperDecoding) if f.name in flags and f.name != "beam_size"}
+    values.update(given)  # beam_size is shared: TranscribeOptions.beam_size
+    values = {k: v for k, v in values.items() if (v != _WHISPER_DEFAULTS[k] if k in _WHISPER_DEFAULTS else v is not None)}
     for item in extra:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():

@@ -205,3 +205,18 @@ def check_values(options) -> None:
         except CapabilityError as e:
             errors.append(InputError(f"{flags}: the {n} family cannot honour {e}"))
     raise errors[0]
+
+
+def sole_section(options):
+    """The section of the one installed family whose options take every value of ``options``
+    (``TranscribeOptions`` whose ``decoding`` is a mapping), the shared beam size folded into it
+    (``(section, True)``); ``(None, False)`` when no one family alone takes them (they stay a
+    mapping, read once the model is known)."""
+    values = options.decoding
+    kinds = {f.options for f in installed().values() if set(values) <= _field_names(f.options)}
+    if len(kinds) != 1:
+        return None, False
+    section = build(kinds.pop(), values)
+    if options.beam_size is None or "beam_size" not in _field_names(type(section)):
+        return section, False
+    return dataclasses.replace(section, beam_size=options.beam_size), True
