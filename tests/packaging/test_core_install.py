@@ -161,9 +161,11 @@ def test_a_command_needing_a_hidden_extra_says_which_in_one_line(core_env, tmp_p
 
 
 @pytest.fixture
-def onnx_uninstalled(monkeypatch):
-    """In this process: ``import onnx`` fails as if it were not installed."""
+def onnx_uninstalled(monkeypatch, tmp_path):
+    """In this process: ``import onnx`` fails as if it were not installed, and nothing is converted
+    yet (the session's cache may hold a voice another test converted)."""
     monkeypatch.setitem(sys.modules, "onnx", None)
+    monkeypatch.setenv("OASR_CACHE", str(tmp_path / "oasr-cache"))
 
 
 def test_detection_names_the_extra_instead_of_no_converter(onnx_uninstalled, tmp_path):
