@@ -117,6 +117,23 @@ def format_choices(result: str, *extra: str) -> type[Enum]:
     return choices(f"{result.title()}Format", [*names(result), *extra])
 
 
+def format_option(result: str, help: str, *extra: str, repeatable: bool = False) -> Any:
+    """The type of -F for a command whose results are ``result``: the registry's formats (a
+    plugin's too) and ``extra`` as its choices, one value or (``repeatable``) several."""
+    kind = format_choices(result, *extra)
+    return Annotated[
+        Optional[list[kind]] if repeatable else Optional[kind],
+        typer.Option("--output-format", "-F", help=help, rich_help_panel="Output", show_default=False),
+    ]
+
+
+def model_option(flag: str, task: str, role: str, panel: str, used_by: str) -> Any:
+    """The type of a flag naming one of a pipeline's models (``--embedding-model``), for a
+    signature: a registry name of ``task``, a bundle or a checkpoint; unset, the one ``used_by`` uses."""
+    help = f"The {role}: a registry name (oasr models list --task {task}), bundle or checkpoint. Default: the one {used_by} uses."
+    return Annotated[Optional[str], typer.Option(flag, metavar="MODEL", help=help, rich_help_panel=panel, callback=model_spec)]
+
+
 ArchitectureOpt = Annotated[
     Optional[str],
     typer.Option(

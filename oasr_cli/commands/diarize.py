@@ -16,10 +16,9 @@ import typer
 from oasr.options import DIARIZE_MAX_STEP, DIARIZE_MIN_STEP, MAX_SPEAKERS, DiarizeOptions
 
 from ..inputs import InputFlags, InputJob, audio_command, flag_values, plan_outputs, plot_option, plot_writer, run_inputs
-from ..options import format_choices, from_flags, model_spec, usage
+from ..options import format_option, from_flags, model_option, usage
 
 DEFAULTS = DiarizeOptions()
-TurnFormat = format_choices("turns")
 
 SPEAKERS = "Speakers"
 SEGMENTATION = "Segmentation"
@@ -67,18 +66,11 @@ def diarize(
         float,
         typer.Option("--step", metavar="SECONDS", help=f"Time between the 10 s segmentation windows ({DIARIZE_MIN_STEP:g}..{DIARIZE_MAX_STEP:g}); smaller is slower and smoother.", rich_help_panel=SEGMENTATION),
     ] = DEFAULTS.step,
-    segmentation_model: Annotated[
-        Optional[str],
-        typer.Option("--segmentation-model", metavar="MODEL", help="The speaker segmentation model: a registry name (oasr models list --task speaker-segmentation), bundle or checkpoint. Default: the one oasr.diarize uses.", rich_help_panel=MODELS, callback=model_spec),
-    ] = None,
-    embedding_model: Annotated[
-        Optional[str],
-        typer.Option("--embedding-model", metavar="MODEL", help="The speaker embedding model: a registry name (oasr models list --task speaker-embedding), bundle or checkpoint. Default: the one oasr.diarize uses.", rich_help_panel=MODELS, callback=model_spec),
-    ] = None,
-    output_format: Annotated[
-        Optional[TurnFormat],
-        typer.Option("--output-format", "-F", help="rttm, json (with provenance) or csv (start,end,speaker; several inputs: one CSV with a file column first). Default: from -o's extension, else rttm.", rich_help_panel=OUTPUT, show_default=False),
-    ] = None,
+    segmentation_model: model_option("--segmentation-model", "speaker-segmentation", "speaker segmentation model", MODELS, "oasr.diarize") = None,
+    embedding_model: model_option("--embedding-model", "speaker-embedding", "speaker embedding model", MODELS, "oasr.diarize") = None,
+    output_format: format_option(
+        "turns", "rttm, json (with provenance) or csv (start,end,speaker; several inputs: one CSV with a file column first). Default: from -o's extension, else rttm."
+    ) = None,
     plot: plot_option("the timeline (a lane per speaker)") = None,
     ref: Annotated[
         Optional[Path],

@@ -15,11 +15,10 @@ import typer
 from oasr.options import PITCH_DECODERS, PITCH_FMAX, PITCH_FMIN, PITCH_MAX_BATCH, PITCH_MAX_HOP, PITCH_MIN_DB, PITCH_MIN_HOP, PitchOptions
 
 from ..inputs import InputFlags, InputJob, audio_command, flag_values, plan_outputs, plot_option, plot_writer, run_inputs
-from ..options import ModelOpt, format_choices, from_flags, number_or_none
+from ..options import ModelOpt, format_option, from_flags, number_or_none
 
 
 DEFAULTS = PitchOptions()
-PitchFormat = format_choices("pitch")
 Decoder = Enum("Decoder", {name: name for name in PITCH_DECODERS}, type=str)
 
 TRACKING = "Tracking"
@@ -59,10 +58,7 @@ def pitch(
     batch_size: Annotated[
         Optional[int], typer.Option("--batch-size", metavar="N", help=f"Frames per forward pass (1..{PITCH_MAX_BATCH}). Default: by model size and device.", rich_help_panel=TRACKING)
     ] = None,
-    output_format: Annotated[
-        Optional[PitchFormat],
-        typer.Option("--output-format", "-F", help="csv (time,frequency,confidence; 0 Hz when unvoiced) or json (with provenance). Default: from -o's extension, else csv.", rich_help_panel=OUTPUT, show_default=False),
-    ] = None,
+    output_format: format_option("pitch", "csv (time,frequency,confidence; 0 Hz when unvoiced) or json (with provenance). Default: from -o's extension, else csv.") = None,
     plot: plot_option("the F0 contour over a spectrogram") = None,
     *,
     flags: InputFlags,

@@ -32,7 +32,7 @@ from oasr.decoding.whisper.options import (
 from oasr.options import MAX_BEAM_SIZE, MAX_TRANSCRIBE_BATCH, SPEECH_TASKS, VAD_KINDS, TranscribeOptions
 
 from ..inputs import InputFlags, InputJob, audio_command, flag_values, plan_outputs, run_inputs
-from ..options import LanguageOpt, ModelOpt, checked, format_choices, from_flags, number_or_none, usage
+from ..options import LanguageOpt, ModelOpt, checked, format_choices, format_option, from_flags, number_or_none, usage
 
 log = logging.getLogger("oasr")
 
@@ -190,10 +190,7 @@ def transcribe(
         Optional[float],
         typer.Option("--hallucination-silence-threshold", metavar="SECONDS", help=f"With --word-timestamps: skip a suspect segment surrounded by this much silence (above 0, at most {WINDOW_SECONDS:g}).", rich_help_panel=TIMESTAMPS),
     ] = DECODING_DEFAULTS.hallucination_silence_threshold,
-    output_format: Annotated[
-        Optional[list[OutputFormat]],
-        typer.Option("--output-format", "-F", help=f"{', '.join(list(OutputFormat.__members__)[:-1])} or all; repeatable. Default: from -o's extension, else txt.", rich_help_panel=OUTPUT, show_default=False),
-    ] = None,
+    output_format: format_option("transcript", f"{', '.join(list(OutputFormat.__members__)[:-1])} or all; repeatable. Default: from -o's extension, else txt.", "all", repeatable=True) = None,
     max_line_width: Annotated[
         Optional[int], typer.Option("--max-line-width", metavar="CHARS", help=f"srt/vtt: at most CHARS characters per line (1..{MAX_LINE_WIDTH}).", rich_help_panel=OUTPUT)
     ] = None,

@@ -19,7 +19,7 @@ from oasr.errors import InputError
 from oasr.options import TTS_MAX_NOISE, TTS_MAX_SILENCE, TTS_MAX_SPEED, TTS_MIN_SPEED, SynthesizeOptions
 
 from ..inputs import check_output_path
-from ..options import DeviceOpt, Device, ModelOpt, Report, format_choices, from_flags, reporting, usage
+from ..options import DeviceOpt, Device, ModelOpt, Report, format_option, from_flags, reporting, usage
 from ..output import print_json
 
 log = logging.getLogger("oasr")
@@ -27,7 +27,6 @@ log = logging.getLogger("oasr")
 DEFAULTS = SynthesizeOptions()
 VOICE = "Voice"
 OUTPUT = "Output"
-SpeechFormat = format_choices("speech")
 MAX_TEXT_BYTES = 64 << 20  # a book is a few MB; more is not text meant to be read aloud
 
 EXAMPLES = """Examples:
@@ -60,10 +59,7 @@ def tts(
         typer.Option("--output-dir", help="One WAV per non-empty input line into DIR (0001.wav, ...), created if missing.", metavar="DIR", rich_help_panel=OUTPUT),
     ] = None,
     raw: Annotated[bool, typer.Option("--raw", help="Headerless 16-bit little-endian PCM at the voice's rate (for aplay), to stdout unless -o (as -F raw).", rich_help_panel=OUTPUT)] = False,
-    output_format: Annotated[
-        Optional[SpeechFormat],
-        typer.Option("--output-format", "-F", help="wav (with a RIFF INFO chunk) or raw (as --raw). Default: wav, raw with --raw.", rich_help_panel=OUTPUT, show_default=False),
-    ] = None,
+    output_format: format_option("speech", "wav (with a RIFF INFO chunk) or raw (as --raw). Default: wav, raw with --raw.") = None,
     speaker: Annotated[Optional[str], typer.Option("--speaker", help="Multi-speaker voices: a speaker id or name.", metavar="N|NAME", rich_help_panel=VOICE)] = None,
     speed: Annotated[float, typer.Option("--speed", metavar="F", help=f"Speaking rate ({TTS_MIN_SPEED:g}..{TTS_MAX_SPEED:g}); 2 is twice as fast.", rich_help_panel=VOICE)] = DEFAULTS.speed,
     noise_scale: Annotated[Optional[float], typer.Option("--noise-scale", metavar="F", help=f"Variation of the voice (0..{TTS_MAX_NOISE:g}). Default: the voice's.", rich_help_panel=VOICE)] = None,
