@@ -59,7 +59,9 @@ class ModelUnavailableError(OasrError):
 # what a spec names, and where it can come from
 
 
-def _classify(spec: str | Path, task: str | None, source: str | None, architecture: str | None = None) -> tuple[Target, CatalogEntry | None]:
+def _classify(
+    spec: str | Path, task: str | None, source: str | None, architecture: str | None = None
+) -> tuple[Target, CatalogEntry | None]:
     """What ``spec`` names, and its registry entry when it names one."""
     text = str(spec).strip()
     if not text:
@@ -77,7 +79,9 @@ def _classify(spec: str | Path, task: str | None, source: str | None, architectu
     return _classify_name(text, task, source, architecture)
 
 
-def _classify_name(text: str, task: str | None, source: str | None, architecture: str | None = None) -> tuple[Target, CatalogEntry | None]:
+def _classify_name(
+    text: str, task: str | None, source: str | None, architecture: str | None = None
+) -> tuple[Target, CatalogEntry | None]:
     """What a spec that is not an existing path names: a registry name, auto, or org/repo[@rev]."""
     catalog = load_catalog()
     entry = None
