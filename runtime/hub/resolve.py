@@ -1,7 +1,7 @@
 """Model resolution: ``-m NAME|auto|org/repo|PATH`` -> a native bundle folder.
 
 What a spec names is read here (``_classify``); where its bundle can come from is one list of
-sources (``_chain``: ``sources.py`` for names, ``paths.py`` for paths), first success wins:
+sources (``_chain``: ``chain.py`` for names, ``paths.py`` for paths), first success wins:
 
 1. a path: a native bundle is used where it is; a foreign checkpoint is converted once into the
    oasr cache, keyed by the sha256 of its source files (and the architecture asked for);
@@ -31,10 +31,11 @@ from typing import Any
 
 from . import cache as _cache
 from . import kinds
-from .catalog import load_catalog
+from .catalog import CatalogEntry, load_catalog
+from .chain import model_sources
 from .kinds.hf import HFSource
 from .paths import LOCAL, path_sources
-from .sources import Attempt, ChainSource, Hit, Progress, Run, Skip, Target, model_sources
+from .sources import Attempt, ChainSource, Hit, Progress, Run, Skip, Target
 from ..errors import ConversionError, InputError, OasrError
 from ..tasks import check_task
 
@@ -58,7 +59,10 @@ class ModelUnavailableError(OasrError):
 # what a spec names, and where it can come from
 
 
-def _classify(spec: str | Path, task: str | None, source: str | None, architecture: str | None = None) -> Target:
+def _classify(
+    spec: str | Path, task: str | None, source: str | None, architecture: str | None = None
+) -> tuple[Target, CatalogEntry | None]:
+    """What ``spec`` names, and its registry entry when it names one."""
     text = str(spec).strip()
     if not text:
         raise InputError("no model given: pass a registry name (`oasr models list`), auto, org/repo or a path")
@@ -71,11 +75,13 @@ def _classify(spec: str | Path, task: str | None, source: str | None, architectu
         if source is not None:
             raise InputError(f"--source {source} applies to model names, not to the path {text}")
         kind = "bundle" if _cache.is_bundle_dir(path) else "path"
-        return Target(kind, LOCAL, path=path, asked_architecture=architecture)
+        return Target(kind, LOCAL, path=path, asked_architecture=architecture), None
     return _classify_name(text, task, source, architecture)
 
 
-def _classify_name(text: str, task: str | None, source: str | None, architecture: str | None = None) -> Target:
+def _classify_name(
+    text: str, task: str | None, source: str | None, architecture: str | None = None
+) -> tuple[Target, CatalogEntry | None]:
     """What a spec that is not an existing path names: a registry name, auto, or org/repo[@rev]."""
     catalog = load_catalog()
     entry = None
@@ -91,7 +97,7 @@ def _classify_name(text: str, task: str | None, source: str | None, architecture
             if source not in (None, "hf"):
                 raise InputError(f"{repo} is a Hugging Face repository: it has no {source} source")
             hf = HFSource(repo, rev or "main", ())
-            return Target("repo", repo.replace("/", "--"), sources=(hf,), asked_architecture=architecture)
+            return Target("repo", repo.replace("/", "--"), sources=(hf,), asked_architecture=architecture), None
         log.info("%s is the registry's %s (pinned revision, with its mirrors)", repo, entry.name)
     elif "/" in text or text.startswith((".", "~")) or "\\" in text:
         raise InputError(f"no such file or directory: {text}")
@@ -113,7 +119,10 @@ def _classify_name(text: str, task: str | None, source: str | None, architecture
     if not sources:
         kinds = ", ".join(sorted({s.kind for s in entry.sources}))
         raise InputError(f"{entry.name} has no {source} source (it has: {kinds})")
-    return Target("model", entry.name, entry=entry, sources=tuple(sources))
+    target = Target(
+        "model", entry.name, sources=tuple(sources), registry_architecture=entry.architecture, licence=entry.licence
+    )
+    return target, entry
 
 
 def _chain(target: Target) -> list[ChainSource]:
@@ -137,7 +146,7 @@ def _ready(run: Run, chain: list[ChainSource]) -> Hit | None:
 
 def cached_bundle(spec: str | Path, *, task: str | None = None, source: str | None = None) -> Path | None:
     """The bundle ``spec`` resolves to without fetching or converting anything, or None."""
-    target = _classify(spec, task, source)
+    target, _ = _classify(spec, task, source)
     hit = _ready(Run(_cache.cache_root(), target), _chain(target))
     return hit.bundle if hit is not None else None
 
@@ -175,7 +184,7 @@ def resolve_model(
     converter a foreign path (or ``org/repo``) is converted as, instead of detection; it is part
     of the cache key (a registry name's entry decides its own).
     """
-    target = _classify(spec, task, source, architecture)
+    target, entry = _classify(spec, task, source, architecture)
     run = Run(_cache.cache_root(), target, offline=offline, accept_license=accept_license, progress=progress)
     chain = _chain(target)
     hit = _ready(run, chain)
@@ -183,13 +192,14 @@ def resolve_model(
         if hit.note:
             log.info("%s", hit.note)
         return hit.bundle
+    if entry is not None:
+        _check_licence(entry, run.accept_license)
+        _check_converter(entry, target)
     return _acquire(run, chain)
 
 
 def _acquire(run: Run, chain: list[ChainSource]) -> Path:
     target = run.target
-    _check_licence(target, run.accept_license)
-    _check_converter(target)
     waiting = lambda: run.say("wait", f"waiting for another oasr process that is fetching {target.label}")  # noqa: E731
     attempts: list[Attempt] = []
     with _cache.entry_lock(run.root, target.name, on_wait=waiting):
@@ -206,9 +216,8 @@ def _acquire(run: Run, chain: list[ChainSource]) -> Path:
     raise ModelUnavailableError(target.label, attempts)
 
 
-def _check_licence(target: Target, accept_license: bool) -> None:
-    entry = target.entry
-    if entry is not None and entry.needs_acceptance and not accept_license:
+def _check_licence(entry: CatalogEntry, accept_license: bool) -> None:
+    if entry.needs_acceptance and not accept_license:
         what = "gated" if entry.restriction == "gated" else "non-commercial"
         raise InputError(
             f"{entry.name} is distributed under a {what} licence ({entry.licence}); read its terms, then pass "
@@ -233,17 +242,15 @@ def _missing_extra(architecture: str):
     return errors[0] if errors and all(errors) else None
 
 
-def _check_converter(target: Target) -> None:
-    if target.entry is None:
-        return
-    found, archs = _converters_for(target.entry.architecture)
+def _check_converter(entry: CatalogEntry, target: Target) -> None:
+    found, archs = _converters_for(entry.architecture)
     if not found:
         raise ConversionError(
-            f"no converter for {target.entry.architecture} is installed yet, so {target.label} cannot be turned into "
+            f"no converter for {entry.architecture} is installed yet, so {target.label} cannot be turned into "
             f"a native bundle (the installed converters handle: {', '.join(archs) or 'nothing'}); its weights "
             f"come from {', '.join(s.describe() for s in target.sources)}"
         )
-    missing = _missing_extra(target.entry.architecture)
+    missing = _missing_extra(entry.architecture)
     if missing is not None:
         raise missing
 
@@ -264,12 +271,11 @@ def describe_resolution(
 
     ``probe``: check whether the Hugging Face hub answers (a few seconds at most).
     """
-    target = _classify(spec, task, source)
+    target, entry = _classify(spec, task, source)
     run = Run(_cache.cache_root(), target, offline=offline, check_hub=probe)
     info: dict[str, Any] = {
         "spec": str(spec), "kind": target.kind, "cache": str(run.root), "offline": run.offline_state[0], "steps": [],
     }
-    entry = target.entry
     if target.kind in ("model", "repo"):
         info["model"] = entry.to_dict() if entry is not None else {"repo": target.sources[0].repo}  # type: ignore[union-attr]
         info["name"] = target.label
@@ -336,7 +342,7 @@ def remove_model(spec: str | Path) -> list[Path]:
                 "(`oasr models list`), auto, org/repo, or the path of a checkpoint converted into the oasr cache"
             )
     try:
-        target = _classify_name(text, None, None)
+        target, _ = _classify_name(text, None, None)
     except InputError:
         if not pathlike and _cache.valid_name(text) and _cache.records(root, text):
             target = Target("cached", text)  # a name only the oasr cache still knows

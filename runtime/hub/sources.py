@@ -1,4 +1,4 @@
-"""The resolution chain's sources, and what they share.
+"""The resolution chain's primitives: what a source is, what it is asked about, and what it shares.
 
 A source is one place a bundle can come from. ``resolve.py`` puts them in one list per target, in
 order of preference, and walks it: ``probe()`` says what a source would do (``describe_resolution``:
@@ -8,12 +8,12 @@ hand without hashing, locking or fetching anything (the fast path and ``cached_b
 ``remove()`` takes a source's bundles out of the oasr cache (``remove_model``; only oasr's own
 cache is ever removed from).
 
-The oasr cache's source of a named model or a Hugging Face repository lives here, and the chain
-of such a target (``model_sources``); each kind of catalog source brings its own steps
-(``kinds/``: hf, pypi, url and whatever installed packages add), and a path has ``paths.py``.
-The mechanisms they use stay in their own modules: ``cache.py`` (the oasr cache on disk),
-``hf.py`` (huggingface_hub), ``pypi.py`` (pip, wheels, sha256). Importing this module imports
-nothing heavy: hf, pypi and the converters are imported when a source needs them.
+The sources themselves stand above this module: each kind of catalog source brings its own steps
+(``kinds/``: hf, pypi, url and whatever installed packages add), ``chain.py`` puts the oasr cache
+before them for a named model or a repository, and a path has ``paths.py``. The mechanisms they
+use stay in their own modules: ``cache.py`` (the oasr cache on disk), ``hf.py`` (huggingface_hub),
+``pypi.py`` (pip, wheels, sha256). Importing this module imports nothing heavy: hf, pypi and the
+converters are imported when a source needs them.
 """
 
 from __future__ import annotations
@@ -23,12 +23,9 @@ import logging
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 from . import cache as _cache
-
-if TYPE_CHECKING:
-    from .catalog import CatalogEntry
 
 log = logging.getLogger("oasr")
 
@@ -55,28 +52,33 @@ class Attempt:
 
 @dataclass(frozen=True)
 class Target:
-    """What a spec names, as ``resolve._classify`` read it."""
+    """What a spec names, as ``resolve._classify`` read it: what the chain's sources need of it.
+
+    A registry entry gives it its name, its architecture and its licence; the rest of the entry
+    (the restriction, the description) is ``resolve.py``'s to check and show.
+    """
 
     kind: str  # "bundle" (a native bundle path), "path" (a foreign checkpoint), "model" (a registry
     #            entry), "repo" (a bare Hugging Face repository), "cached" (a name only the oasr cache knows)
-    name: str  # cache folder and lock name
-    entry: CatalogEntry | None = None
+    name: str  # cache folder and lock name (a registry entry's own name)
     sources: tuple[Any, ...] = ()  # the catalog's sources of the weights (of any kind), in order of preference
     path: Path | None = None
     asked_architecture: str | None = None  # ``architecture=`` for a path or a bare repository
+    registry_architecture: str | None = None  # a registry entry's architecture
+    licence: str = ""  # a registry entry's licence, recorded with each bundle made from it
 
     @property
     def architecture(self) -> str | None:
         """What the converter is told: the registry entry's architecture, else what was asked."""
-        return self.entry.architecture if self.entry is not None else self.asked_architecture
+        return self.registry_architecture or self.asked_architecture
 
     @property
     def label(self) -> str:
         if self.path is not None:
             return str(self.path)
-        if self.entry is not None:
-            return self.entry.name
-        return self.sources[0].repo if self.sources else self.name  # type: ignore[union-attr]
+        if self.kind == "repo":
+            return self.sources[0].repo
+        return self.name
 
 
 @dataclass
@@ -194,68 +196,10 @@ def convert_into_cache(
 
 def licence_fields(run: Run) -> dict:
     """The licence fields of the cache record a fetching source makes."""
-    entry = run.target.entry
-    return {"licence": entry.licence if entry is not None else "", "licence_accepted": run.accept_license}
-
-
-# ---------------------------------------------------------------------------------------------
-# the sources of a named model or a Hugging Face repository
-
-
-class OasrCache(ChainSource):
-    """The converted bundle already in the oasr cache: one small JSON read, nothing hashed, no torch."""
-
-    step = "oasr cache"
-
-    def __init__(self, target: Target):
-        self.target = target
-
-    def record(self, run: Run) -> _cache.CacheRecord | None:
-        """The cached bundle of the first catalog source that has one, in the order of preference."""
-        from . import kinds
-
-        for source in self.target.sources:
-            record = kinds.get(source.kind).cached(run.root, self.target, source)
-            if record is not None:
-                return record
-        return None
-
-    def ready(self, run: Run) -> Hit | None:
-        record = self.record(run)
-        if record is None:
-            return None
-        return Hit(record.bundle, f"{self.target.label}: cached bundle {record.bundle} (from {record.origin})")
-
-    def _miss(self, run: Run) -> Attempt:
-        return Attempt(self.step, str(run.root), "miss", "not cached")
-
-    def probe(self, run: Run) -> Attempt:
-        record = self.record(run)
-        return self._miss(run) if record is None else Attempt(self.step, record.origin, "hit", str(record.bundle))
-
-    def fetch(self, run: Run) -> Path:  # under the lock: made meanwhile by the process we waited for?
-        record = self.record(run)
-        if record is None:
-            raise Skip(self._miss(run))
-        log.info("%s: cached bundle %s (made meanwhile by another process)", self.target.label, record.bundle)
-        return record.bundle
-
-    def remove(self, run: Run) -> list[Path]:
-        return _cache.remove(run.root, self.target.name)  # every bundle of the name, old revisions too
-
-
-def model_sources(target: Target) -> list[ChainSource]:
-    """The chain of a registry entry or a repository: the oasr cache, then each kind's own steps
-    (in the kinds' rank order: the Hugging Face cache and hub, the PyPI mirror, URLs, plugins')."""
-    from . import kinds
-
-    chain: list[ChainSource] = [OasrCache(target)]
-    for kind in sorted({kinds.get(s.kind) for s in target.sources}, key=lambda k: (k.rank, k.name)):
-        chain += kind.chain([s for s in target.sources if s.kind == kind.name])
-    return chain
+    return {"licence": run.target.licence, "licence_accepted": run.accept_license}
 
 
 __all__ = [
-    "Attempt", "Target", "Run", "Hit", "Skip", "ChainSource", "OasrCache", "model_sources", "convert_into_cache",
+    "Attempt", "Target", "Run", "Hit", "Skip", "ChainSource", "convert_into_cache",
     "licence_fields", "digest",
 ]
