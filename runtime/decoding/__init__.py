@@ -1,2 +1,3 @@
-"""Decoding, one module or folder per family: whisper/ (beam search, sampling, logit filters,
-language detection, cross-attention word alignment), ctc.py, pitch.py (CREPE)."""
+"""Decoding, one folder per family, each with its search and its options (``options.py``, which
+declares the family: see ``family.py``): whisper/ (beam search, sampling, logit filters, language
+detection, cross-attention word alignment), ctc/, transducer/; pitch.py (CREPE)."""
