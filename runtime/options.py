@@ -100,10 +100,11 @@ class TranscribeOptions:
             object.__setattr__(self, "decoding", dict(self.decoding))
         validate_transcribe_options(self)
         if isinstance(self.decoding, dict) and self.decoding:
-            from .decoding.family import sole_section
+            from .decoding.family import read_values
 
-            # Values only one installed family takes are its section already (with the beam).
-            section, beam_folded = sole_section(self)
+            # Checked before any model loads; values only one installed family takes are its
+            # section already (the shared beam folded in).
+            section, beam_folded = read_values(self)
             if section is not None:
                 object.__setattr__(self, "decoding", section)
                 if beam_folded:
@@ -127,11 +128,7 @@ def validate_transcribe_options(o: TranscribeOptions) -> None:
     check_range(o.batch_size, "--batch-size", 1, MAX_TRANSCRIBE_BATCH, integer=True)
     _optional_range(o.beam_size, "--beam-size", 1, MAX_BEAM_SIZE, integer=True)
     d = o.decoding
-    if isinstance(d, dict):
-        from .decoding.family import check_values
-
-        check_values(o)  # some installed family takes these values together
-    elif d is not None:
+    if d is not None and not isinstance(d, dict):  # a mapping is read by __post_init__
         if not isinstance(getattr(d, "family", None), str) or not dataclasses.is_dataclass(d):
             bad(f"decoding must be a family's options section (such as WhisperDecoding) or a mapping, not {type(d).__name__}")
         check = getattr(d, "check", None)

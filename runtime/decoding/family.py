@@ -174,13 +174,13 @@ def section_for(name: str, options) -> Any:
     return section
 
 
-def check_values(options) -> None:
-    """Before any model is loaded: some installed family takes the option values of ``options``
-    (``TranscribeOptions`` whose ``decoding`` is a mapping) together, with the shared beam size;
-    else an InputError, which the CLI reports as a usage error."""
+def read_values(options):
+    """Before any model is loaded: the option values of ``options`` (``TranscribeOptions`` whose
+    ``decoding`` is a mapping) checked, and the section they make when one installed family alone
+    takes them. Returns ``(section, beam folded in)``, or ``(None, False)`` when several families
+    take them (they stay a mapping, read once the model is known). Values no family takes together
+    (with the shared beam size) are an InputError, which the CLI reports as a usage error."""
     values, beam_size = options.decoding, options.beam_size
-    if not values:
-        return
     families = installed()
     takers = {n: f for n, f in families.items() if set(values) <= _field_names(f.options)}
     flags = ", ".join(flag_of(k) for k in values)
@@ -190,33 +190,21 @@ def check_values(options) -> None:
         )
         raise InputError(f"{flags}: one model cannot honour flags of different decoding families together ({owners})")
     errors: list[InputError] = []
+    sections = {}
     for n, f in takers.items():
         try:
             section = build(f.options, values)
             check = getattr(section, "check", None)
             if check is not None:
                 check(options)
+            sections[f.options] = with_beam(section, beam_size, n)
         except InputError as e:
             errors.append(e)
-            continue
-        try:
-            with_beam(section, beam_size, n)
-            return
         except CapabilityError as e:
             errors.append(InputError(f"{flags}: the {n} family cannot honour {e}"))
-    raise errors[0]
-
-
-def sole_section(options):
-    """The section of the one installed family whose options take every value of ``options``
-    (``TranscribeOptions`` whose ``decoding`` is a mapping), the shared beam size folded into it
-    (``(section, True)``); ``(None, False)`` when no one family alone takes them (they stay a
-    mapping, read once the model is known)."""
-    values = options.decoding
-    kinds = {f.options for f in installed().values() if set(values) <= _field_names(f.options)}
-    if len(kinds) != 1:
+    if not sections:
+        raise errors[0]
+    if len({f.options for f in takers.values()}) != 1:
         return None, False
-    section = build(kinds.pop(), values)
-    if options.beam_size is None or "beam_size" not in _field_names(type(section)):
-        return section, False
-    return dataclasses.replace(section, beam_size=options.beam_size), True
+    (section,) = sections.values()
+    return section, beam_size is not None and "beam_size" in _field_names(type(section))

@@ -10,9 +10,6 @@ every chunk boundary.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -22,31 +19,11 @@ import torch
 from safetensors.torch import save_file
 
 ROOT = Path(__file__).resolve().parents[2]
-PLUGINS = Path(__file__).resolve().parent  # this folder holds the oasr_tinyctc distribution
 SR = 16000
 LABELS = ["<blank>", " ", "a", "b", "c", "d", "e"]
 TONES = {" ": 300.0, "a": 520.0, "b": 900.0, "c": 1500.0, "d": 2500.0, "e": 4000.0}  # Hz
 LETTER, SPACE = 0.16, 0.10  # seconds a letter's / a space's tone lasts
 TOLERANCE = 0.03  # seconds: one and a half 20 ms output frames (measured: 10 ms at most)
-
-
-def _refresh_plugins():
-    import oasr.conversion.detect as detect
-    from oasr import plugins
-
-    plugins.clear()
-    detect.converters.cache_clear()
-
-
-@pytest.fixture
-def plugin(monkeypatch, tmp_path):
-    monkeypatch.syspath_prepend(str(PLUGINS))
-    monkeypatch.setenv("OASR_CACHE", str(tmp_path / "oasr-cache"))
-    _refresh_plugins()
-    yield
-    monkeypatch.undo()
-    _refresh_plugins()
-    sys.modules.pop("oasr_tinyctc", None)
 
 
 @pytest.fixture
@@ -142,16 +119,11 @@ def test_plugin_converts_loads_and_transcribes_long_form(plugin, checkpoint, tmp
         oasr.transcribe(audio[:SR], str(bundle), TranscribeOptions(language="de"))
 
 
-def test_plugin_through_the_command_line(checkpoint, tmp_path):
+def test_plugin_through_the_command_line(checkpoint, tmp_path, plugin_cli):
     audio, truth = _speech(PLAN[:4], 22.0)
     wav = tmp_path / "tones.wav"
     sf.write(wav, audio, SR)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PLUGINS), os.environ.get("PYTHONPATH", "")]),
-           "OASR_CACHE": str(tmp_path / "cache")}
-
-    def oasr_cli(*args):
-        return subprocess.run([sys.executable, "-m", "oasr_cli", *map(str, args)], capture_output=True, text=True, env=env, cwd=tmp_path)
-
+    oasr_cli = plugin_cli
     inspected = oasr_cli("inspect", checkpoint, "--json")
     assert inspected.returncode == 0, inspected.stderr
     run = oasr_cli("transcribe", "-m", checkpoint, "-f", wav, "--word-timestamps", "-F", "json", "-v")

@@ -10,16 +10,12 @@ A tone letter lasts 0.16 s, 8 output frames of 20 ms: ``min_frames`` up to 8 kee
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import soundfile as sf
 from safetensors.torch import load_file, save_file
 
-from .test_plugin_ctc import PLAN, PLUGINS, ROOT, SR, _speech, checkpoint, plugin  # noqa: F401  (fixtures)
+from .test_plugin_ctc import PLAN, ROOT, SR, _speech, checkpoint  # noqa: F401  (a fixture)
 
 NAMES = ("tone_runs", "ToneRunDecoding", "oasr_tinyctc", "tinyctc")
 
@@ -97,16 +93,11 @@ def test_the_family_declares_its_verify_rule(plugin, runs_checkpoint, tmp_path):
         check_gates(changed)
 
 
-def test_the_family_through_the_command_line(runs_checkpoint, tmp_path):
+def test_the_family_through_the_command_line(runs_checkpoint, tmp_path, plugin_cli):
     audio, truth = _speech(PLAN[:4], 22.0)
     wav = tmp_path / "tones.wav"
     sf.write(wav, audio, SR)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PLUGINS), os.environ.get("PYTHONPATH", "")]),
-           "OASR_CACHE": str(tmp_path / "cache")}
-
-    def oasr_cli(*args):
-        return subprocess.run([sys.executable, "-m", "oasr_cli", *map(str, args)], capture_output=True, text=True, env=env, cwd=tmp_path)
-
+    oasr_cli = plugin_cli
     words = " ".join(w for w, _, _ in truth)
     run = oasr_cli("transcribe", "-m", runs_checkpoint, "-q", "--decoding-option", "min_frames=6", wav)
     assert run.returncode == 0, run.stderr

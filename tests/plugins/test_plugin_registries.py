@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -24,25 +22,6 @@ from tiny_models import write_openai_pt
 
 ROOT = Path(__file__).resolve().parents[2]
 PLUGINS = Path(__file__).resolve().parent  # this folder holds the plugin distributions
-
-
-def _refresh_plugins():
-    import oasr.conversion.detect as detect
-    from oasr import plugins
-
-    plugins.clear()
-    detect.converters.cache_clear()
-
-
-@pytest.fixture
-def plugin(monkeypatch, tmp_path):
-    monkeypatch.syspath_prepend(str(PLUGINS))
-    monkeypatch.setenv("OASR_CACHE", str(tmp_path / "oasr-cache"))
-    _refresh_plugins()
-    yield
-    monkeypatch.undo()
-    _refresh_plugins()
-    sys.modules.pop("oasr_testplugin", None)
 
 
 @pytest.fixture
@@ -59,11 +38,6 @@ def catalog(monkeypatch, tmp_path) -> str:
     registry.write_text(json.dumps({"format": 1, "models": [entry]}))  # JSON is YAML
     monkeypatch.setenv("OASR_CATALOG", str(registry))
     return "tiny-folder"
-
-
-def _cli(env: dict, cwd: Path, *args) -> subprocess.CompletedProcess:
-    env = {**os.environ, **env, "PYTHONPATH": os.pathsep.join([str(PLUGINS), os.environ.get("PYTHONPATH", "")])}
-    return subprocess.run([sys.executable, "-m", "oasr_cli", *map(str, args)], capture_output=True, text=True, env=env, cwd=cwd)
 
 
 def test_runtime_and_cli_name_no_plugin():
@@ -92,17 +66,17 @@ def test_a_plugin_source_kind_resolves_a_name(plugin, catalog):
     assert oasr.load_pretrained(catalog, device="cpu", dtype="float32").identity.revision == f"copied-{origin['key']}"
 
 
-def test_a_plugin_source_kind_through_the_command_line(catalog, tmp_path):
+def test_a_plugin_source_kind_through_the_command_line(catalog, tmp_path, plugin_cli):
     env = {"OASR_CACHE": str(tmp_path / "cache"), "OASR_CATALOG": os.environ["OASR_CATALOG"]}
-    shown = _cli(env, tmp_path, "models", "resolve", catalog, "--source", "folder", "--json")
+    shown = plugin_cli("models", "resolve", catalog, "--source", "folder", "--json", env=env)
     assert shown.returncode == 0, shown.stderr
     assert json.loads(shown.stdout)["would_use"]["step"] == "folder copy"
-    pulled = _cli(env, tmp_path, "models", "pull", catalog, "--source", "folder", "--json")
+    pulled = plugin_cli("models", "pull", catalog, "--source", "folder", "--json", env=env)
     assert pulled.returncode == 0, pulled.stderr
     assert json.loads(pulled.stdout)["origin"]["source"] == "folder"
-    helped = _cli(env, tmp_path, "models", "resolve", "--help")
+    helped = plugin_cli("models", "resolve", "--help", env=env)
     assert "folder" in helped.stdout
-    refused = _cli(env, tmp_path, "models", "resolve", catalog, "--source", "pypi")
+    refused = plugin_cli("models", "resolve", catalog, "--source", "pypi", env=env)
     assert refused.returncode != 0 and "no pypi source" in refused.stderr
 
 
@@ -122,17 +96,17 @@ def says_a(tmp_path) -> Path:
     return folder
 
 
-def test_a_plugin_format_is_chosen_with_F(says_a, tmp_path):
+def test_a_plugin_format_is_chosen_with_F(says_a, tmp_path, plugin_cli):
     wav = tmp_path / "tone.wav"
     sf.write(wav, (0.1 * np.sin(2 * np.pi * 440 * np.arange(16000) / 16000)).astype(np.float32), 16000)
     env = {"OASR_CACHE": str(tmp_path / "cache")}
-    run = _cli(env, tmp_path, "transcribe", "-m", says_a, "-f", wav, "-F", "shout")
+    run = plugin_cli("transcribe", "-m", says_a, "-f", wav, "-F", "shout", env=env)
     assert run.returncode == 0, run.stderr
     assert run.stdout == "A\n"
-    run = _cli(env, tmp_path, "transcribe", "-m", says_a, "-f", wav, "-o", tmp_path / "out.shout")  # by its extension
+    run = plugin_cli("transcribe", "-m", says_a, "-f", wav, "-o", tmp_path / "out.shout", env=env)  # by its extension
     assert run.returncode == 0, run.stderr
     assert (tmp_path / "out.shout").read_text() == "A\n"
-    helped = _cli(env, tmp_path, "transcribe", "--help")
+    helped = plugin_cli("transcribe", "--help", env=env)
     assert "shout" in helped.stdout
 
 
