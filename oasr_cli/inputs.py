@@ -39,7 +39,7 @@ from oasr.errors import InputError, OasrError
 from oasr.threads import set_threads
 
 from .errors import OneLineUsage, debug_enabled, report, silence_stdout
-from .options import AudioArg, AudioFilesOpt, Device, DeviceOpt, Dtype, DtypeOpt, FailFastOpt, JsonOpt, OutputDirOpt, OutputOpt, QuietOpt, ThreadsOpt, VerboseOpt, flag_group, usage
+from .options import COMPUTE_TYPES, MAX_AUDIO_SECONDS, AudioArg, AudioFilesOpt, Device, DeviceOpt, FailFastOpt, JsonOpt, MaxAudioOpt, OutputDirOpt, OutputOpt, QuietOpt, RunDtype, RunDtypeOpt, ThreadsOpt, VerboseOpt, flag_group, usage
 
 from .output import hub_progress, interactive, setup_logging
 
@@ -67,12 +67,15 @@ class InputFlags:
     verbose: bool
     verb: str  # what the command does to audio, for "no audio to <verb>"
     threads: int | None = None
+    max_audio_seconds: float = MAX_AUDIO_SECONDS
 
 
 def _input_flags(verb: str) -> Callable[..., InputFlags]:
-    def build(audio, files, output, output_dir, json_out, device, dtype, threads, fail_fast, quiet, verbose) -> InputFlags:
+    def build(audio, files, output, output_dir, json_out, device, dtype, threads, max_audio_seconds, fail_fast, quiet, verbose) -> InputFlags:
         sources = [*(files or []), *(audio or [])]
-        return InputFlags(sources, output, output_dir, json_out, device.value, dtype.value, fail_fast, quiet, verbose, verb, threads)
+        dtype = COMPUTE_TYPES.get(dtype.value, dtype.value)
+        setup_logging(quiet, verbose)  # in effect from the start of the command: its flag checks log too
+        return InputFlags(sources, output, output_dir, json_out, device.value, dtype, fail_fast, quiet, verbose, verb, threads, max_audio_seconds)
 
     return build
 
@@ -88,8 +91,9 @@ def audio_command(verb: str) -> Callable[[Callable[..., None]], Callable[..., No
             ("output_dir", OutputDirOpt, None),
             ("json_out", JsonOpt, False),
             ("device", DeviceOpt, Device.auto),
-            ("dtype", DtypeOpt, Dtype.auto),
+            ("dtype", RunDtypeOpt, RunDtype.auto),
             ("threads", ThreadsOpt, None),
+            ("max_audio_seconds", MaxAudioOpt, MAX_AUDIO_SECONDS),
             ("fail_fast", FailFastOpt, False),
             ("quiet", QuietOpt, False),
             ("verbose", VerboseOpt, False),
@@ -181,6 +185,9 @@ def plan_outputs(
             raise usage("--json prints the JSON format; drop -F (or use -F json)")
         names = ["json"]
 
+    if output_dir is None and out_file is None and not to_stdout and len(names) > 1:
+        output_dir = Path(".")  # several formats and no destination: whisper's default folder, this one
+        log.info("writing %s into the current folder (--output-dir DIR for another)", ", ".join(names))
     if output_dir is not None:
         names = names or [default]
         if output_dir.exists() and not output_dir.is_dir():
@@ -216,7 +223,7 @@ def plan_outputs(
 
     names = names or [default]
     if len(names) > 1:
-        raise usage("several output formats (-F all) need --output-dir DIR, or -o FILE for one input")
+        raise usage("several output formats (-F all) cannot all go to stdout; drop -o - (or use --output-dir DIR)")
     return Plan([[(names[0], None)] for _ in sources])
 
 
@@ -268,6 +275,9 @@ def run_inputs(flags: InputFlags, plan: Plan, job: InputJob) -> None:
         return
     setup_logging(flags.quiet, flags.verbose)
     set_threads(flags.threads)
+    from oasr.io.audio import set_max_seconds
+
+    set_max_seconds(flags.max_audio_seconds)
     run = InputRun(flags, plan)
     pending = run.check()
     if pending:
@@ -275,13 +285,13 @@ def run_inputs(flags: InputFlags, plan: Plan, job: InputJob) -> None:
 
         task = file_task(job.task)
         models = load_models(job.models, flags)
-        with progress_bar(interactive(flags.quiet)) as bar:
+        with progress_bar(interactive(flags.quiet), status=not flags.quiet) as bar:
 
             def one(src: str, route: Route) -> None:
                 started = time.perf_counter()
                 result, seconds = run_file(
                     task, src, models, job.options, device=flags.device, dtype=flags.dtype,
-                    progress_for=lambda total: file_progress(bar, src, total), plot=job.plot,
+                    progress_for=lambda total: file_progress(bar, src, total, segments=flags.verbose and job.task == "transcribe"), plot=job.plot,
                 )
                 log.info("%s: %.1f s of audio in %.1f s, %s", src, seconds, time.perf_counter() - started, job.describe(result))
                 run.write(src, result, route, job)
@@ -461,6 +471,9 @@ class _RichProgress:
     def __exit__(self, *exc):
         return self._progress.__exit__(*exc)
 
+    def say(self, line: str) -> None:
+        self._progress.console.print(line, markup=False, highlight=False)
+
     @contextlib.contextmanager
     def task(self, name: str, total: float):
         """A bar for one file while the block runs; yields the ``progress(done, total)`` callback."""
@@ -477,11 +490,93 @@ class _RichProgress:
             self._progress.remove_task(task_id)
 
 
-def progress_bar(enabled: bool):
-    """A bar on stderr when enabled (a terminal, not --quiet), else nothing; yields None then."""
-    return _RichProgress() if enabled else contextlib.nullcontext(None)
+STATUS_SECONDS = 30.0  # off a terminal: one status line per file this often (cron, CI logs)
 
 
-def file_progress(progress: _RichProgress | None, name: str, total: float):
-    """The ``progress(done, total)`` callback for one file, or None without a bar."""
-    return progress.task(name, total) if progress is not None else contextlib.nullcontext(None)
+class _StatusLines:
+    """Off a terminal: for a long file, a line every STATUS_SECONDS on stderr with the position,
+    the speed (seconds of audio per second) and the time left; nothing for one done sooner."""
+
+    def __init__(self, every: float | None = None):
+        self.every = STATUS_SECONDS if every is None else every
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return None
+
+    def say(self, line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    @contextlib.contextmanager
+    def task(self, name: str, total: float):
+        label = "stdin" if name == DASH else name
+        started = last = time.monotonic()
+        seen = {"total": total}
+
+        def update(done: float, total_seconds: float | None = None) -> None:
+            nonlocal last
+            if total_seconds:
+                seen["total"] = total_seconds
+            now = time.monotonic()
+            if now - last < self.every or done <= 0:
+                return
+            last = now
+            speed = done / max(now - started, 1e-9)
+            whole = seen["total"]
+            left = f", {_clock((whole - done) / speed)} left" if whole and speed > 0 and whole > done else ""
+            share = f" ({100 * done / whole:.0f}%)" if whole else ""
+            self.say(f"oasr: {label}: {_clock(done)} of {_clock(whole)}{share}, {speed:.1f}x real time{left}")
+
+        yield update
+
+
+def _clock(seconds: float) -> str:
+    seconds = max(0, int(seconds + 0.5))
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}" if seconds >= 3600 else f"{seconds // 60}:{seconds % 60:02d}"
+
+
+class _Heard:
+    """A file's progress callback that also prints each segment as it is decoded (-v, as
+    whisper's --verbose does): ``[00:01.000 --> 00:04.200] text`` on stderr, above a bar."""
+
+    def __init__(self, update, say: Callable[[str], None]):
+        self.update, self.say = update, say
+
+    def __call__(self, done: float, total: float | None = None) -> None:
+        if self.update is not None:
+            self.update(done, total)
+
+    def segment(self, segment) -> None:
+        speaker = f" {segment.speaker}:" if getattr(segment, "speaker", None) else ""
+        self.say(f"[{_stamp(segment.start)} --> {_stamp(segment.end)}]{speaker} {segment.text.strip()}")
+
+
+def _stamp(seconds: float) -> str:
+    ms = int(round(seconds * 1000))
+    hours = f"{ms // 3_600_000:02d}:" if ms >= 3_600_000 else ""
+    return f"{hours}{ms // 60000 % 60:02d}:{ms // 1000 % 60:02d}.{ms % 1000:03d}"
+
+
+def progress_bar(enabled: bool, status: bool = False):
+    """A bar on stderr when enabled (a terminal, not --quiet); else, with ``status``, a status
+    line now and then (``_StatusLines``); else nothing, and it yields None."""
+    if enabled:
+        return _RichProgress()
+    return _StatusLines() if status else contextlib.nullcontext(None)
+
+
+@contextlib.contextmanager
+def file_progress(progress, name: str, total: float, segments: bool = False):
+    """The ``progress(done, total)`` callback for one file (None without a display); with
+    ``segments``, one that prints each decoded segment too."""
+    if progress is None and not segments:
+        yield None
+        return
+    with progress.task(name, total) if progress is not None else contextlib.nullcontext(None) as update:
+        if not segments:
+            yield update
+            return
+        say = progress.say if progress is not None else (lambda line: print(line, file=sys.stderr, flush=True))
+        yield _Heard(update, say)

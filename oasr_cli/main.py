@@ -34,18 +34,17 @@ from oasr.threads import apply_wait_policy  # noqa: E402
 
 apply_wait_policy()  # before anything imports torch: OpenMP reads it once, at load
 
-import contextlib  # noqa: E402
-
 import typer  # noqa: E402
 from typer._completion_classes import completion_init  # noqa: E402
 
 from oasr.version import __version__  # noqa: E402
 
 from .commands import convert, corpus, diarize, inspect, pitch, quantize, serve, transcribe, tts  # noqa: E402
-from .commands import separate  # noqa: E402
+from .commands import manual, separate  # noqa: E402
 from .commands.completion import app as completion_app  # noqa: E402
 from .commands.eval import app as eval_app  # noqa: E402
 from .commands.models import app as models_app  # noqa: E402
+from . import plain_help, spellings  # noqa: E402
 from .errors import run  # noqa: E402
 from .options import new_app  # noqa: E402
 
@@ -66,13 +65,13 @@ Convert a faster-whisper checkpoint, then run it:
   oasr convert ./faster-whisper-small ./whisper-small
   oasr transcribe -m ./whisper-small -F srt -o talk.srt talk.wav
 
-See every command's options and examples:
+See every command's options and examples (or its manual page):
   oasr transcribe --help
-"""
+  oasr man transcribe
 
-# Help piped into grep or a pager is not cut to 80 columns (rich's width off a terminal), so
-# option names stay whole; TERMINAL_WIDTH, when set, still decides.
-PIPED_HELP_WIDTH = 160
+Long options may be spelled as whisper spells them, with underscores:
+  oasr transcribe --output_dir subs --word_timestamps True talk.wav
+"""
 
 app = new_app("oasr", HELP, epilog=EXAMPLES)
 
@@ -104,41 +103,29 @@ app.command("batch", no_args_is_help=True, context_settings=corpus.CONTEXT, epil
 app.command(epilog=serve.EXAMPLES)(serve.serve)
 app.add_typer(eval_app, name="eval")
 app.add_typer(completion_app, name="completion")
+app.command("man", epilog=manual.EXAMPLES)(manual.man)
 
 convert_app = new_app("oasr-convert")
 convert_app.command(no_args_is_help=True, epilog=convert.EXAMPLES)(convert.convert)
-
-
-@contextlib.contextmanager
-def _help_width():
-    """``PIPED_HELP_WIDTH`` columns for help printed while this runs, when stdout is not a terminal."""
-    if sys.stdout.isatty() or os.environ.get("TERMINAL_WIDTH"):
-        yield
-        return
-    os.environ["TERMINAL_WIDTH"] = str(PIPED_HELP_WIDTH)  # read once, when typer.rich_utils is imported
-    loaded = sys.modules.get("typer.rich_utils")
-    if loaded is not None:
-        loaded.MAX_WIDTH = PIPED_HELP_WIDTH
-    try:
-        yield
-    finally:
-        del os.environ["TERMINAL_WIDTH"]
-        if "typer.rich_utils" in sys.modules:
-            sys.modules["typer.rich_utils"].MAX_WIDTH = None
 
 
 if _startup_handler is not None:  # imported: Ctrl-C is a KeyboardInterrupt again (errors.run reports it)
     signal.signal(signal.SIGINT, _startup_handler)
 
 
+def _run(typer_app: typer.Typer, argv: list[str] | None, prog_name: str) -> int:
+    command = typer.main.get_command(typer_app)
+    args = spellings.accept(command, list(sys.argv[1:] if argv is None else argv))
+    with plain_help.when_piped():
+        return run(command, args, prog_name)
+
+
 def main(argv: list[str] | None = None) -> int:
-    with _help_width():
-        return run(typer.main.get_command(app), argv, "oasr")
+    return _run(app, argv, "oasr")
 
 
 def convert_main(argv: list[str] | None = None) -> int:
-    with _help_width():
-        return run(typer.main.get_command(convert_app), argv, "oasr-convert")
+    return _run(convert_app, argv, "oasr-convert")
 
 
 def exit_process(code: int) -> NoReturn:

@@ -98,6 +98,24 @@ class Dtype(str, Enum):
     bfloat16 = "bfloat16"
 
 
+class RunDtype(str, Enum):
+    """What a command that runs a model takes as --dtype / --compute-type: the float dtypes, and
+    faster-whisper's compute types that oasr runs (int8 weights; int8_float32 is int8 with the
+    float32 activations every CPU plan has)."""
+
+    auto = "auto"
+    float32 = "float32"
+    float16 = "float16"
+    bfloat16 = "bfloat16"
+    int8 = "int8"
+    int8_float32 = "int8_float32"
+    default = "default"  # faster-whisper's name of auto
+
+
+# faster-whisper's compute types -> the dtype oasr's compute plan takes (oasr.precision)
+COMPUTE_TYPES = {"int8_float32": "int8", "default": "auto"}
+
+
 class Device(str, Enum):
     auto = "auto"
     cpu = "cpu"
@@ -144,6 +162,16 @@ ArchitectureOpt = Annotated[
     ),
 ]
 DtypeOpt = Annotated[Dtype, typer.Option("--dtype", help="Weight precision; auto keeps the source's (convert) or picks per device (run: fp16 on a GPU; on a CPU int8 weights for Whisper, made once, else float32).")]
+RunDtypeOpt = Annotated[
+    RunDtype,
+    typer.Option(
+        "--dtype",
+        "--compute-type",
+        metavar="TYPE",
+        help="Precision (auto, float32, float16, bfloat16, int8, int8_float32, default): auto is fp16 on a GPU, on a CPU int8 weights for Whisper (made once), else float32; int8 asks for int8 weights. "
+        "--compute-type is faster-whisper's name (int8, int8_float32, float32, float16, bfloat16, default). Example: --compute-type int8.",
+    ),
+]
 DeviceOpt = Annotated[Device, typer.Option("--device", help="Where the model runs; auto picks CUDA when present.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print a machine-readable JSON report on stdout.")]
 ForceOpt = Annotated[bool, typer.Option("--force", help="Redo the work even when the destination is up to date.")]
@@ -155,6 +183,11 @@ ThreadsOpt = Annotated[
 ]
 OutputOpt = Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to FILE instead of stdout ('-' is stdout).", metavar="FILE")]
 FailFastOpt = Annotated[bool, typer.Option("--fail-fast", help="Stop at the first failed input instead of going on.")]
+MAX_AUDIO_SECONDS = 86400.0  # 24 h: the longest recording the audio commands decode by default
+MaxAudioOpt = Annotated[
+    float,
+    typer.Option("--max-audio-seconds", min=1, metavar="S", envvar="OASR_MAX_AUDIO_SECONDS", show_envvar=True, help="Refuse a recording longer than S seconds, from its header before decoding and while decoding."),
+]
 ModelOpt = Annotated[
     str,
     typer.Option(

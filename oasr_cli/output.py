@@ -1,24 +1,25 @@
-"""Printing policy: data to stdout, logs to stderr, colour and spinners only on a terminal without NO_COLOR."""
+"""Printing policy: data to stdout, logs to stderr; bars and spinners on a terminal (in colour unless
+NO_COLOR is set: it is about colour only), a periodic one-line status off one."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import logging
-import os
 import sys
 from typing import Any, Callable, Iterator
 
 HubProgress = Callable[[str, str], None]  # the hub's progress(step, message)
 
 
-def use_color(stream=sys.stderr) -> bool:
-    return stream.isatty() and "NO_COLOR" not in os.environ
+def on_terminal(stream=None) -> bool:
+    return (stream or sys.stderr).isatty()
 
 
 def interactive(quiet: bool) -> bool:
-    """Progress bars and spinners on stderr: a terminal, not --quiet, and NO_COLOR unset."""
-    return not quiet and use_color(sys.stderr)
+    """Progress bars and spinners on stderr: a terminal and not --quiet. NO_COLOR does not matter
+    here: rich reads it and draws the bars without colour."""
+    return not quiet and on_terminal(sys.stderr)
 
 
 class _StderrHandler(logging.StreamHandler):

@@ -289,15 +289,23 @@ def _load_bundle(path: Path, target: torch.device, plan: ComputePlan) -> LoadedM
 
         quantization = QuantizationSpec.from_dict(cfg.quantization)
         swap_quantized(skeleton, quantization)  # integer slots for the integer tensors
-    tensors, report = check_weights(skeleton, _bundle.read_tensors(path))
-    report.dropped = list(cfg.provenance.dropped)  # what the conversion into this bundle left out
-    floats = tensors
+    exact: set[str] = set()
     if quantization is not None:
         from .quant.layers import stored_names
 
         exact = stored_names(quantization)
-        floats = {k: v for k, v in tensors.items() if k not in exact}
-    check_tensor_dtypes(floats)  # one float dtype, or the bundle is refused
+    stored: dict[str, torch.Tensor] = {}  # one empty tensor per float dtype met
+    dtype = getattr(torch, plan.dtype)
+
+    def cast(name: str, t: torch.Tensor) -> torch.Tensor:  # on the host, tensor by tensor, before the device move
+        if name in exact or not t.is_floating_point():
+            return t
+        stored.setdefault(str(t.dtype), t.new_empty(0))
+        return t.to(dtype)
+
+    tensors, report = check_weights(skeleton, _bundle.read_tensors(path, cast))
+    report.dropped = list(cfg.provenance.dropped)  # what the conversion into this bundle left out
+    check_tensor_dtypes(stored)  # one float dtype, or the bundle is refused
     model = materialize_model(
         cfg.architecture, config, tensors, device=target, dtype=getattr(torch, plan.dtype), quantization=quantization, skeleton=skeleton
     )

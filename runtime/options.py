@@ -20,6 +20,28 @@ LANGUAGES = tuple(
     "la mi ml cy sk te fa lv bn sr az sl kn et mk br eu is hy ne mn bs kk sq sw gl mr pa si km sn yo so af oc "
     "ka be tg sd gu am yi lo uz fo ht ps tk nn mt sa lb my bo tl mg as tt haw ln ha ba jw su yue".split()
 )
+# openai-whisper's language names (`-l English`), in the order of LANGUAGES, then its other spellings.
+_NAMES = (
+    "english chinese german spanish russian korean french japanese portuguese turkish polish catalan dutch arabic "
+    "swedish italian indonesian hindi finnish vietnamese hebrew ukrainian greek malay czech romanian danish "
+    "hungarian tamil norwegian thai urdu croatian bulgarian lithuanian latin maori malayalam welsh slovak telugu "
+    "persian latvian bengali serbian azerbaijani slovenian kannada estonian macedonian breton basque icelandic "
+    "armenian nepali mongolian bosnian kazakh albanian swahili galician marathi punjabi sinhala khmer shona yoruba "
+    "somali afrikaans occitan georgian belarusian tajik sindhi gujarati amharic yiddish lao uzbek faroese "
+    "haitian_creole pashto turkmen nynorsk maltese sanskrit luxembourgish myanmar tibetan tagalog malagasy "
+    "assamese tatar hawaiian lingala hausa bashkir javanese sundanese cantonese"
+)
+LANGUAGE_NAMES = {name.replace("_", " "): code for name, code in zip(_NAMES.split(), LANGUAGES)} | {
+    "burmese": "my", "valencian": "ca", "flemish": "nl", "haitian": "ht", "letzeburgesch": "lb", "pushto": "ps",
+    "panjabi": "pa", "moldavian": "ro", "moldovan": "ro", "sinhalese": "si", "castilian": "es", "mandarin": "zh",
+}
+
+
+def language_code(text: str) -> str:
+    """A language code from a code or one of openai-whisper's names, any case (``English`` -> ``en``);
+    anything else comes back as given, for the options' check to refuse."""
+    key = " ".join(text.strip().lower().replace("_", " ").split())
+    return LANGUAGE_NAMES.get(key, key if key in LANGUAGES else text.strip())
 
 
 # --- bounds -------------------------------------------------------------------------------------
@@ -77,7 +99,13 @@ class TranscribeOptions:
     language: str | None = None  # a language code; None: the model's own, or detected where it can
     word_timestamps: bool = False  # per-word start and end times
     vad: str | None = None  # skip non-speech before decoding: "energy" (built in) or "silero"
+    # --vad silero's settings (threshold, silence that ends speech, padding); None: faster-whisper's
+    # for decoding (only silences of 2 s or more cut, 0.4 s kept around speech)
+    vad_options: VadOptions | None = None
     diarize: bool = False  # a speaker on every segment (oasr.diarize), segments split where the speaker changes
+    # With diarize: the diarization's speaker counts and names (one speaker at a time is always
+    # asked for: each word gets one speaker); None: DiarizeOptions' defaults.
+    diarization: Any = None
     # Encoder-only families run long audio in chunks: seconds per chunk and of overlap between
     # neighbours (None: the family's defaults); Whisper's own 30 s windows ignore them.
     chunk_length: float | None = None
@@ -121,11 +149,18 @@ def validate_transcribe_options(o: TranscribeOptions) -> None:
         bad(f"unknown language code {o.language!r}; use a code such as en, de, fr, zh (one of {len(LANGUAGES)})")
     if o.vad is not None and o.vad not in VAD_KINDS:
         bad(f"unknown --vad {o.vad!r}; choose {' or '.join(VAD_KINDS)}")
+    if o.vad_options is not None and o.vad != "silero":
+        bad("--vad-threshold, --min-silence-duration-ms and --speech-pad-ms tune Silero VAD; add --vad silero")
     _optional_range(o.chunk_length, "--chunk-length", MIN_CHUNK_SECONDS, MAX_CHUNK_SECONDS, unit="s")
     _optional_range(o.chunk_overlap, "--chunk-overlap", 0, MAX_CHUNK_OVERLAP, unit="s")
     if o.chunk_overlap is not None and o.chunk_length and o.chunk_overlap * 2 >= o.chunk_length:
         bad("--chunk-overlap must be >= 0 and under half the chunk length")
     check_range(o.batch_size, "--batch-size", 1, MAX_TRANSCRIBE_BATCH, integer=True)
+    if o.diarization is not None:
+        if not isinstance(o.diarization, DiarizeOptions):
+            bad(f"diarization must be a DiarizeOptions, not {_show(o.diarization)}")
+        if not o.diarize:
+            bad("speaker counts and names (--num-speakers, --min-speakers, --max-speakers, --speaker-names) need --diarize")
     _optional_range(o.beam_size, "--beam-size", 1, MAX_BEAM_SIZE, integer=True)
     d = o.decoding
     if d is not None and not isinstance(d, dict):  # a mapping is read by __post_init__
@@ -186,6 +221,11 @@ def validate_vad_options(o: VadOptions) -> None:
             bad("the VAD's maximum speech duration must exceed one 32 ms chunk plus twice the padding")
 
 
+# faster-whisper's Silero settings for decoding (--vad silero): only silences of 2 s or more are cut,
+# and 0.4 s of context is kept around the speech (--vad-threshold and the others change them)
+DECODING_VAD = VadOptions(min_speech_s=0.0, min_silence_s=2.0, speech_pad_s=0.4)
+
+
 PITCH_DECODERS = ("weighted", "viterbi", "argmax")
 PITCH_FMIN, PITCH_FMAX = 31.7, 2006.0  # Hz: the centres of CREPE's lowest and highest bins, rounded inwards
 
@@ -236,25 +276,36 @@ def validate_pitch_options(o: PitchOptions) -> None:
 
 @dataclass(frozen=True)
 class DiarizeOptions:
-    """pyannote 3.1's recipe. step, threshold, min_cluster_size and onset were tuned by pooled DER
-    (collar 0.25) on the AMI training excerpts trn01-trn09 only, never on the files the tests score
-    (dev00, dev01, sample.wav): step 2.5; onset None/0.4/0.3/0.25/0.2; threshold 0.1-0.4; min size
-    1-5 (benchmarks/diarize_tune.py)."""
+    """pyannote 3.1's recipe. step, threshold, min_cluster_size, min_embed_seconds and onset were
+    tuned by pooled DER (collar 0.25) on the AMI training excerpts trn01-trn09 only, never on the
+    files the tests score (dev00, dev01, sample.wav), with each speaker encoder (issue 29, CAM++:
+    onset None/0.35/0.25, min_embed_seconds 0.5/1/2, overlap kept out of embeddings or not,
+    threshold 0.2-1.05, min size 1-4, average or centroid linkage; benchmarks/diarize_tune.py)."""
 
     num_speakers: int | None = None  # exactly this many speakers; None estimates the count
     min_speakers: int = 1  # the estimate stays within [min_speakers, max_speakers]
     max_speakers: int | None = None  # None: no upper bound
     step: float = 2.5  # seconds between the starts of the 10 s segmentation windows
-    threshold: float = 0.25  # cosine distance at which clusters of local speakers stop merging
-    min_cluster_size: int = 2  # a cluster of fewer local speakers is folded into the nearest larger one
+    # Cosine distance at which clusters of local speakers stop merging, and the fewest local
+    # speakers a cluster keeps (smaller ones fold into the nearest larger one); None: the values
+    # tuned for the speaker encoder (oasr.pipelines.diarize.TUNED), each encoder's distances
+    # being its own.
+    threshold: float | None = None
+    min_cluster_size: int | None = None
     min_embed_seconds: float = 1.0  # a local speaker with less speech is not embedded (assigned only)
     # A local speaker is active where the probability of the powerset classes holding it reaches
     # this; None: where the most likely class holds it (pyannote's rule, which misses more of
     # far-field speech).
     onset: float | None = 0.25
     exclusive: bool = False  # one speaker per instant (overlaps given to the most active speaker)
+    # Labels for the speakers in order of first appearance (the first to speak is the first name);
+    # speakers beyond the names keep SPEAKER_NN. Empty: SPEAKER_00, SPEAKER_01, ...
+    speaker_names: tuple[str, ...] = ()
 
     def __post_init__(self):
+        if isinstance(self.speaker_names, (list, str)):  # a list from JSON or the API; a comma-separated string
+            names = self.speaker_names.split(",") if isinstance(self.speaker_names, str) else self.speaker_names
+            object.__setattr__(self, "speaker_names", tuple(n.strip() if isinstance(n, str) else n for n in names))
         validate_diarize_options(self)
 
 
@@ -279,15 +330,27 @@ def validate_diarize_options(o: DiarizeOptions) -> None:
             bad("--max-speakers must be at least --min-speakers")
     if o.num_speakers is not None and (o.min_speakers != 1 or o.max_speakers is not None):
         bad("give --num-speakers, or --min-speakers/--max-speakers, not both")
-    if not (isinstance(o.threshold, numbers.Real) and 0 < o.threshold < 2):  # NaN fails too
+    if o.threshold is not None and not (isinstance(o.threshold, numbers.Real) and 0 < o.threshold < 2):  # NaN fails too
         bad(f"--threshold must lie between 0 and 2 (cosine distance); got {_show(o.threshold)}")
     check_range(o.step, "--step", DIARIZE_MIN_STEP, DIARIZE_MAX_STEP, unit="s")
-    check_range(o.min_cluster_size, "min_cluster_size", 1, MAX_CLUSTER_SIZE, integer=True)
+    _optional_range(o.min_cluster_size, "min_cluster_size", 1, MAX_CLUSTER_SIZE, integer=True)
     check_range(o.min_embed_seconds, "min_embed_seconds", 0, MAX_EMBED_SECONDS, unit="s")
     if o.onset is not None and not (isinstance(o.onset, numbers.Real) and 0 < o.onset < 1):
         bad(f"--onset must lie between 0 and 1 (a probability); got {_show(o.onset)}")
     if not isinstance(o.exclusive, bool):
         bad(f"exclusive must be True or False, not {_show(o.exclusive)}")
+    names = o.speaker_names
+    if not isinstance(names, tuple) or not all(isinstance(n, str) for n in names):
+        bad(f"--speaker-names must be names separated by commas, not {_show(names)}")
+    for n in names:  # an RTTM field: one token, no spaces
+        if not n or any(c.isspace() for c in n):
+            bad(f"--speaker-names: {n!r} is not a name (empty or with spaces); separate names with commas, as A,B,C")
+    if len(set(names)) != len(names):
+        bad(f"--speaker-names names a speaker twice: {','.join(names)}")
+    if len(names) > MAX_SPEAKERS:
+        bad(f"--speaker-names gives {len(names)} names; at most {MAX_SPEAKERS}")
+    if o.num_speakers is not None and len(names) > o.num_speakers:
+        bad(f"--speaker-names gives {len(names)} names for --num-speakers {o.num_speakers}")
 
 
 # Speech synthesis (Piper/VITS). Speed divides the voice's length_scale: 0.25 is four times

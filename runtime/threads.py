@@ -64,8 +64,24 @@ def set_threads(threads: int | None = None) -> int:
         _most = cpu.available_cores() if threads is None else int(threads)
         count = _fitted(_most, _most)
         _use(count)
-    log.info("%d CPU thread(s) for the models", count)
+    log.info("%d CPU thread(s) for the models%s", count, _why_fewer(threads, count))
     return count
+
+
+def _why_fewer(threads: int | None, count: int) -> str:
+    """Why ``count`` is below what was asked (``threads``; None: the cores), for the log line."""
+    if threads is None and _USER_OMP_THREADS:
+        return " (OMP_NUM_THREADS)"
+    cores = cpu.available_cores()
+    reasons = []
+    if threads is not None and count < threads and threads > cores:
+        reasons.append(f"this process may use {cores} core(s): its CPU affinity and cgroup quota")
+    if count < min(threads or cores, cores) and _others_busy:
+        reasons.append(f"other processes keep about {_others_busy:.1f} core(s) busy")
+    if not reasons:
+        return ""
+    asked = f"--threads {threads}" if threads is not None else f"{cores} core(s)"
+    return f", not {threads or cores} ({asked}): " + "; ".join(reasons)
 
 
 def _user_count() -> int:
@@ -98,6 +114,7 @@ _USER_OMP_THREADS = "OMP_NUM_THREADS" in os.environ  # the user's, not one this 
 _last: _Look | None = None  # the last look at the load
 _most: int | None = None  # the most threads the count may reach; None: the user's OMP_NUM_THREADS
 _in_use: int | None = None
+_others_busy = 0.0  # cores other processes kept busy at the last look
 
 
 def _use(count: int) -> None:
@@ -121,8 +138,9 @@ def _fitted(most: int, unmeasured: int) -> int:
     if now is None or _last is None or now.wall - _last.wall < MIN_INTERVAL:
         _last = _last or now
         return unmeasured
+    global _others_busy
     others = max(0.0, (now.busy - _last.busy) - (now.own - _last.own)) / (now.wall - _last.wall)
-    _last = now
+    _last, _others_busy = now, others
     return max(1, min(most, cpu.available_cores() - int(others + 0.5)))
 
 

@@ -58,7 +58,7 @@ EXIT_STATUS: tuple[tuple[int, str], ...] = (
 # (``typer.Option(envvar=...)``) are added to that command's page automatically.
 ENVIRONMENT: tuple[tuple[str, str], ...] = (
     ("OASR_DEBUG", "Set to 1 to print the full traceback before the one-line error message."),
-    ("NO_COLOR", "When set (to anything), no colour and no progress bars; the same as when stderr is not a terminal."),
+    ("NO_COLOR", "When set (to anything), no colour; progress bars stay on a terminal (off one a status line is printed now and then)."),
     ("OASR_CACHE", "Where converted bundles and downloads are kept (default: the platform's user cache folder)."),
     ("OASR_CATALOG", "Extra model registry files (YAML), separated like PATH, added to the built-in registry."),
     ("HF_HUB_OFFLINE", "Set to 1 to never reach the Hugging Face hub; its local cache is still used."),

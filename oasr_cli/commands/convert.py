@@ -50,17 +50,20 @@ def convert(
         raise typer.BadParameter("give at least one source and a destination", param_hint="SRC... DST")
     from oasr.conversion.run import convert as run_convert
 
+    from ..errors import sigterm_interrupts
+
     *sources, dst = paths
-    results = run_convert(
-        sources,
-        dst,
-        architecture=architecture,
-        dtype=dtype.value,
-        force=force,
-        dry_run=dry_run,
-        fail_fast=fail_fast,
-        on_result=None if (report.json_out or report.quiet) else _print_result,
-    )
+    with sigterm_interrupts():  # a stopped conversion removes what it extracted and wrote
+        results = run_convert(
+            sources,
+            dst,
+            architecture=architecture,
+            dtype=dtype.value,
+            force=force,
+            dry_run=dry_run,
+            fail_fast=fail_fast,
+            on_result=None if (report.json_out or report.quiet) else _print_result,
+        )
     if report.json_out:
         print_json([r.to_dict() for r in results])
     failed = [r for r in results if r.status == "failed"]

@@ -16,11 +16,12 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from ..options import ArchitectureOpt, Dtype, DtypeOpt, JsonOpt, QuietOpt, VerboseOpt, new_app, usage
+from ..options import MAX_AUDIO_SECONDS, ArchitectureOpt, Device, DeviceOpt, Dtype, DtypeOpt, JsonOpt, ModelOpt, QuietOpt, VerboseOpt, from_flags, new_app, usage
 from ..output import interactive, print_json, setup_logging
 
 AUDIO_TASKS = ("transcribe", "diarize", "pitch")  # their options: the command's own flags
 FOLDER_TASKS = ("convert", "quantize")
+OWN_FLAG_TASKS = ("separate", "tts")  # several files per input, or text in: a few of the command's flags (below)
 STATUS_SECONDS = 30.0  # off a terminal: one status line this often (cron-friendly)
 PLACEHOLDER = "<manifest>"  # the one input the task command is shown; the real ones come from MANIFEST
 
@@ -37,6 +38,12 @@ Run it again after a crash or with new files: what is up to date is skipped:
 
 Convert every checkpoint a training run left in ./ckpts into bundles:
   oasr batch convert ./ckpts -o ./bundles --dtype float16
+
+Vocals and accompaniment of every song (OUTDIR/<song>/vocals.wav, no_vocals.wav):
+  oasr batch separate ./songs --glob '**/*.mp3' -o ./stems --two-stems vocals
+
+Speak every text file of a folder (OUTDIR/<name>.wav), a little slower:
+  oasr batch tts ./chapters --glob '*.txt' -o ./audio --speed 0.9
 """
 
 
@@ -51,7 +58,7 @@ CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": True, "help_optio
 
 def batch(
     ctx: typer.Context,
-    task: Annotated[str, typer.Argument(help=f"{', '.join(AUDIO_TASKS + FOLDER_TASKS)}.", metavar="TASK", show_default=False)],
+    task: Annotated[str, typer.Argument(help=f"{', '.join(AUDIO_TASKS + OWN_FLAG_TASKS + FOLDER_TASKS)}.", metavar="TASK", show_default=False)],
     manifest: Annotated[
         Path,
         typer.Argument(help="A folder (see --glob), a text file of paths, or JSONL/CSV with a path column (per-row language, num_speakers).", metavar="MANIFEST", show_default=False),
@@ -72,7 +79,7 @@ def batch(
 ) -> None:
     """Run a task over a whole corpus: resumable, on worker processes or a Ray cluster.
 
-    Task options follow MANIFEST and are the task command's own (see oasr TASK --help; convert: --architecture, --dtype; quantize: --scheme, --keep). Outputs go where the task command's --output-dir would put them, mirroring the corpus's folders under OUTDIR, each written atomically; OUTDIR/batch.jsonl has one line per input (status, outputs, duration, timing, the models' provenance). Inputs whose outputs exist with the same model and options are skipped; a failing input is recorded and the batch goes on, then exits 1.
+    Task options follow MANIFEST and are the task command's own (see oasr TASK --help; separate: -m, --two-stems, --stems, --format, --shifts, --overlap, --segment, --seed, --batch-size, --clip, --device, --dtype, into OUTDIR/<song>/<stem>.<format>; tts: -m, --speaker, --speed, --noise-scale, --noise-w, --sentence-silence, --phonemes, --seed, one WAV per UTF-8 text file; convert: --architecture, --dtype; quantize: --scheme, --keep). Outputs go where the task command's --output-dir would put them, mirroring the corpus's folders under OUTDIR, each written atomically; OUTDIR/batch.jsonl has one line per input (status, outputs, duration, timing, the models' provenance). Inputs whose outputs exist with the same model and options are skipped; a failing input is recorded and the batch goes on, then exits 1.
     """
     setup_logging(quiet, verbose)
     for name, value in (("--workers", workers), ("--threads", threads), ("--inputs-per-call", per_call), ("--max-failures", max_failures)):
@@ -83,10 +90,10 @@ def batch(
     if task in AUDIO_TASKS:
         given = _audio_task_options(task, list(ctx.args), outdir)
         max_failures = 1 if given.pop("fail_fast") and max_failures is None else max_failures
-    elif task in FOLDER_TASKS:
-        given = _folder_task_options(task, list(ctx.args))
+    elif task in FOLDER_TASKS or task in OWN_FLAG_TASKS:
+        given = _own_task_options(task, list(ctx.args))
     else:
-        raise usage(f"{task!r} is not a task; choose {', '.join(AUDIO_TASKS + FOLDER_TASKS)}", "'TASK'")
+        raise usage(f"{task!r} is not a task; choose {', '.join(AUDIO_TASKS + OWN_FLAG_TASKS + FOLDER_TASKS)}", "'TASK'")
 
     import oasr
 
@@ -130,6 +137,12 @@ def _audio_task_options(task: str, args: list[str], outdir: Path) -> dict[str, A
         raise usage("-o is OUTDIR and --json the batch summary; the task's own -o/--json do not apply")
     if job.plot is not None:
         raise usage(f"--plot draws one input; run oasr {task} --plot on it")
+    if flags.max_audio_seconds != MAX_AUDIO_SECONDS:  # the workers' limit: they get the caller's OASR_ settings
+        import os
+
+        from oasr.io.audio import MAX_SECONDS_ENV
+
+        os.environ[MAX_SECONDS_ENV] = repr(float(flags.max_audio_seconds))
     return {
         "models": job.models,
         "options": job.options,
@@ -144,7 +157,7 @@ def _audio_task_options(task: str, args: list[str], outdir: Path) -> dict[str, A
 def _convert_options(architecture: ArchitectureOpt = None, dtype: DtypeOpt = Dtype.auto):
     from oasr.corpus.tasks import ConvertTaskOptions
 
-    return ConvertTaskOptions(architecture=architecture, dtype=dtype.value)
+    return {"options": ConvertTaskOptions(architecture=architecture, dtype=dtype.value)}
 
 
 def _quantize_options(
@@ -157,14 +170,60 @@ def _quantize_options(
 
     if scheme not in {s.value for s in Scheme}:
         raise usage(f"{scheme!r} is not a scheme; choose {', '.join(s.value for s in Scheme)}", "'--scheme'")
-    return QuantizeTaskOptions(scheme=scheme, keep=tuple(keep or ()))
+    return {"options": QuantizeTaskOptions(scheme=scheme, keep=tuple(keep or ()))}
 
 
-def _folder_task_options(task: str, args: list[str]) -> dict[str, Any]:
+def _separate_options(
+    model: ModelOpt = "htdemucs",
+    two_stems: Annotated[Optional[str], typer.Option("--two-stems", metavar="STEM", help="Write STEM and no_STEM (the sum of the others) only.")] = None,
+    stems: Annotated[Optional[str], typer.Option("--stems", metavar="A,B", help="Write only these stems (comma-separated).")] = None,
+    output_format: Annotated[str, typer.Option("--format", help="wav or flac (16-bit).")] = "wav",
+    shifts: Annotated[int, typer.Option("--shifts", metavar="N", help="Random shifts averaged.")] = 1,
+    overlap: Annotated[float, typer.Option("--overlap", metavar="F", help="Share of a window overlapping the next.")] = 0.25,
+    segment: Annotated[Optional[float], typer.Option("--segment", metavar="S", help="Seconds per window (default: the model's).")] = None,
+    seed: Annotated[int, typer.Option("--seed", metavar="N", help="Seed of the shifts.")] = 0,
+    batch_size: Annotated[int, typer.Option("--batch-size", metavar="N", help="Windows per forward pass.")] = 1,
+    clip: Annotated[str, typer.Option("--clip", help="rescale, clamp or none.")] = "rescale",
+    device: DeviceOpt = Device.auto,
+    dtype: DtypeOpt = Dtype.auto,
+) -> dict[str, Any]:
+    from oasr.formats.registry import names
+    from oasr.options import SeparateOptions
+
+    if output_format not in names("stems"):
+        raise usage(f"{output_format!r} is not a stem format; choose {', '.join(names('stems'))}", "'--format'")
+    wanted = tuple(s.strip() for s in stems.split(",")) if stems is not None else None
+    options = from_flags(SeparateOptions, locals(), stems=wanted)
+    return {"model": model, "options": options, "formats": (output_format,), "device": device.value, "dtype": dtype.value}
+
+
+def _tts_options(
+    model: ModelOpt = "auto",
+    speaker: Annotated[Optional[str], typer.Option("--speaker", help="Multi-speaker voices: a speaker id or name.", metavar="N|NAME")] = None,
+    speed: Annotated[float, typer.Option("--speed", metavar="F", help="Speaking rate; 2 is twice as fast.")] = 1.0,
+    noise_scale: Annotated[Optional[float], typer.Option("--noise-scale", metavar="F", help="Variation of the voice. Default: the voice's.")] = None,
+    noise_w: Annotated[Optional[float], typer.Option("--noise-w", metavar="F", help="Variation of phoneme durations. Default: the voice's.")] = None,
+    sentence_silence: Annotated[float, typer.Option("--sentence-silence", metavar="S", help="Seconds of silence after each sentence.")] = 0.0,
+    phonemes: Annotated[bool, typer.Option("--phonemes", help="The text files hold phonemes (Piper's IPA symbols), one sentence per line.")] = False,
+    seed: Annotated[int, typer.Option("--seed", metavar="N", help="Seed of the noise.")] = 0,
+    device: DeviceOpt = Device.cpu,
+) -> dict[str, Any]:
+    from oasr.options import SynthesizeOptions
+
+    from .tts import _speaker
+
+    options = from_flags(SynthesizeOptions, locals(), speaker=_speaker(speaker))
+    return {"model": model, "options": options, "device": device.value, "dtype": "float32"}
+
+
+# The tasks whose flags this module declares, one entry each: a typer function returning oasr.batch's arguments.
+OWN_OPTIONS = {"separate": _separate_options, "tts": _tts_options, "convert": _convert_options, "quantize": _quantize_options}
+
+
+def _own_task_options(task: str, args: list[str]) -> dict[str, Any]:
     app = new_app(f"oasr batch {task}")
-    app.command()(_convert_options if task == "convert" else _quantize_options)
-    options = typer.main.get_command(app).main(args=args, prog_name=f"oasr batch {task} MANIFEST -o OUTDIR", standalone_mode=False)
-    return {"options": options}
+    app.command()(OWN_OPTIONS[task])
+    return typer.main.get_command(app).main(args=args, prog_name=f"oasr batch {task} MANIFEST -o OUTDIR", standalone_mode=False)
 
 
 # --- progress ------------------------------------------------------------------------------------------

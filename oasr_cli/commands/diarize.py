@@ -13,14 +13,14 @@ from typing import Annotated, Optional
 
 import typer
 
-from oasr.options import DIARIZE_MAX_STEP, DIARIZE_MIN_STEP, MAX_SPEAKERS, DiarizeOptions
+from oasr.options import DIARIZE_MAX_STEP, DIARIZE_MIN_STEP, DiarizeOptions
 
 from ..inputs import InputFlags, InputJob, audio_command, flag_values, plan_outputs, plot_option, plot_writer, run_inputs
 from ..options import format_option, from_flags, model_option, usage
+from ..speakers import SPEAKERS, MaxSpeakersOpt, MinSpeakersOpt, NumSpeakersOpt, SpeakerNamesOpt, names
 
 DEFAULTS = DiarizeOptions()
 
-SPEAKERS = "Speakers"
 SEGMENTATION = "Segmentation"
 MODELS = "Models"
 OUTPUT = "Output"
@@ -33,6 +33,9 @@ Who spoke when, as RTTM on stdout (overlapping speech gives overlapping turns):
 A meeting of exactly three speakers, one speaker at a time, as CSV (start,end,speaker):
   oasr diarize --num-speakers 3 --exclusive -F csv meeting.wav
 
+Two to four speakers, the first two to speak named:
+  oasr diarize --min-speakers 2 --max-speakers 4 --speaker-names Alice,Bob meeting.wav
+
 A timeline picture, with the reference drawn beneath:
   oasr diarize --plot timeline.png --ref meeting.rttm -o hyp.rttm meeting.wav
 
@@ -44,18 +47,13 @@ One RTTM of a batch, then its diarization error rate against a reference:
 
 @audio_command("diarize")
 def diarize(
-    num_speakers: Annotated[
-        Optional[int], typer.Option("--num-speakers", metavar="N", help=f"Exactly N speakers, 1..{MAX_SPEAKERS} (skips the estimate).", rich_help_panel=SPEAKERS)
-    ] = None,
-    min_speakers: Annotated[
-        int, typer.Option("--min-speakers", metavar="N", help=f"The estimated count is at least N (1..{MAX_SPEAKERS}).", rich_help_panel=SPEAKERS)
-    ] = DEFAULTS.min_speakers,
-    max_speakers: Annotated[
-        Optional[int], typer.Option("--max-speakers", metavar="N", help=f"The estimated count is at most N (up to {MAX_SPEAKERS}).", rich_help_panel=SPEAKERS)
-    ] = None,
+    num_speakers: NumSpeakersOpt = None,
+    min_speakers: MinSpeakersOpt = DEFAULTS.min_speakers,
+    max_speakers: MaxSpeakersOpt = None,
+    speaker_names: SpeakerNamesOpt = None,
     threshold: Annotated[
-        float,
-        typer.Option("--threshold", metavar="DIST", help="Cosine distance (0..2) at which clusters of local speakers stop merging; lower finds more speakers.", rich_help_panel=SPEAKERS),
+        Optional[float],
+        typer.Option("--threshold", metavar="DIST", help="Cosine distance (0..2) at which clusters of local speakers stop merging; lower finds more speakers. Default: the value tuned for the embedding model.", rich_help_panel=SPEAKERS),
     ] = DEFAULTS.threshold,
     exclusive: Annotated[bool, typer.Option("--exclusive", help="One speaker at a time: overlapped speech goes to the most active speaker.", rich_help_panel=SEGMENTATION)] = DEFAULTS.exclusive,
     onset: Annotated[
@@ -79,7 +77,7 @@ def diarize(
     *,
     flags: InputFlags,
 ) -> None:
-    """Who spoke when, overlaps included: pyannote segmentation-3.0 over 10 s windows, a speaker embedding per local speaker (GE2E; a WeSpeaker ResNet with --embedding-model), clustering across windows.
+    """Who spoke when, overlaps included: pyannote segmentation-3.0 over 10 s windows, a speaker embedding per local speaker (GE2E; campplus-zh-en, ecapa-voxceleb or a WeSpeaker ResNet with --embedding-model), clustering across windows.
 
     RTTM goes to stdout unless -o FILE or --output-dir DIR is given. Several inputs run as a batch with the models loaded once; their RTTM turns can share one -o FILE (each line names its file), and on stdout CSV turns make one CSV with a file column. A file that fails is reported on one line and the batch goes on, then exits 1 (--fail-fast stops at the first failure).
     """
@@ -90,8 +88,9 @@ def diarize(
     plan = plan_outputs(flags, flag_values(output_format), extensions("turns"), default="rttm", shared_file_format="rttm")
     if ref is not None and plot is None:
         raise usage("--ref is drawn by --plot; give --plot FILE.png too")
-    options = from_flags(DiarizeOptions, locals())
-    draw = plot_writer(plot, flags, lambda turns, samples: _timeline(turns, reference))
+    options = from_flags(DiarizeOptions, locals(), speaker_names=names(speaker_names))
+    name = "stdin" if flags.sources and flags.sources[0] == "-" else Path(flags.sources[0]).name if flags.sources else None
+    draw = plot_writer(plot, flags, lambda turns, samples: _timeline(turns, reference, name))
     reference = _reference_turns(ref, flags.sources[0]) if ref is not None else None
 
     job = InputJob(
@@ -109,10 +108,10 @@ def diarize(
     run_inputs(flags, plan, job)
 
 
-def _timeline(turns, reference) -> bytes:
+def _timeline(turns, reference, name: str | None) -> bytes:
     from oasr.pipelines.diarize.plot import timeline_png
 
-    return timeline_png(turns, reference)
+    return timeline_png(turns, reference, name)
 
 
 def _reference_turns(path: Path, source: str):

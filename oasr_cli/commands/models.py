@@ -81,6 +81,9 @@ Every model, then only those for pitch tracking:
 
 The registry as JSON, for scripts:
   oasr models list --json
+
+What the oasr cache holds, with sizes on disk:
+  oasr models list --cached
 """
 
 PULL_EXAMPLES = """Examples:
@@ -96,6 +99,10 @@ RM_EXAMPLES = """Examples:
 
 Free the space of a converted model:
   oasr models rm whisper-large-v3-turbo
+
+What would go, then remove every cached bundle but the defaults and whisper-small:
+  oasr models rm --all-unused --keep whisper-small --dry-run
+  oasr models rm --all-unused --keep whisper-small
 """
 
 PATH_EXAMPLES = """Examples:
@@ -115,25 +122,57 @@ The same as JSON:
 
 
 @app.command("list", epilog=LIST_EXAMPLES)
-def list_(task: TaskOpt = None, json_out: JsonOpt = False) -> None:
-    """List the registry's models: task, size, whether a converted bundle is cached, and sources."""
+def list_(
+    task: TaskOpt = None,
+    cached: Annotated[bool, typer.Option("--cached", help="List what the oasr cache holds instead: each bundle with its size on disk (its CPU variants included) and whether it is in use.")] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """List the registry's models: task, size, whether a converted bundle is cached, and sources (with --task, what each model is too)."""
+    if cached:
+        _list_cached(task.value if task else None, json_out)
+        return
     from oasr.hub.resolve import list_models
 
     models = list_models(task.value if task else None)
     if json_out:
         print_json(models)
         return
-    rows = [("NAME", "TASK", "SIZE", "CACHED", "SOURCES", "LICENCE")]
+    # One task's models side by side: what each is (and was trained on) in a last column.
+    described = task is not None
+    rows = [("NAME", "TASK", "SIZE", "CACHED", "SOURCES", "LICENCE", *(("DESCRIPTION",) if described else ()))]
     for m in models:
-        cached = ", ".join(sorted({b["source"] for b in m["bundles"]})) or "-"
+        cached_from = ", ".join(sorted({b["source"] for b in m["bundles"]})) or "-"
         licence = m["licence"] + ("" if m["restriction"] == "none" else f" ({m['restriction']})")
         sources = ", ".join(dict.fromkeys(s["kind"] for s in m["sources"]))
-        rows.append((m["name"] + (" *" if m["default"] else ""), m["task"], human_size(m["size"]), cached, sources, licence))
+        row = (m["name"] + (" *" if m["default"] else ""), m["task"], human_size(m["size"]), cached_from, sources, licence)
+        rows.append((*row, m["description"]) if described else row)
+    _table(rows)
+    if any(m["default"] for m in models):
+        typer.echo("* the default of its task (-m auto)")
+
+
+def _table(rows: list[tuple[str, ...]]) -> None:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     for r in rows:
         typer.echo("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1])
-    if any(m["default"] for m in models):
-        typer.echo("* the default of its task (-m auto)")
+
+
+def _list_cached(task: str | None, json_out: bool) -> None:
+    from oasr.hub.catalog import load_catalog
+    from oasr.hub.prune import cached_entries
+
+    catalog = load_catalog()
+    entries = [e for e in cached_entries() if task is None or getattr(catalog.get(e.record.name), "task", None) == task]
+    if json_out:
+        print_json([e.to_dict() for e in entries])
+        return
+    if not entries:
+        typer.echo("the oasr cache holds no bundle" + (f" for {task}" if task else ""), err=True)
+        return
+    rows = [("NAME", "SIZE ON DISK", "USED", "ORIGIN", "BUNDLE")]
+    rows += [(e.record.name, human_size(e.bytes), e.used or "unused", e.record.origin, str(e.record.bundle)) for e in entries]
+    _table(rows)
+    typer.echo(f"{len(entries)} bundle(s), {human_size(sum(e.bytes for e in entries))} on disk")
 
 
 @app.command(no_args_is_help=True, epilog=PULL_EXAMPLES)
@@ -159,8 +198,26 @@ def pull(offline: OfflineOpt = False, accept_license: AcceptLicenseOpt = False, 
 
 
 @app.command(no_args_is_help=True, epilog=RM_EXAMPLES)
-def rm(name: ModelArg, quiet: QuietOpt = False) -> None:
+def rm(
+    name: Annotated[Optional[str], typer.Argument(help="A registry name (see oasr models list), auto, or a Hugging Face org/repo.", metavar="NAME", show_default=False, callback=model_name)] = None,
+    all_unused: Annotated[
+        bool,
+        typer.Option("--all-unused", help="Remove every cached bundle not in use: in use is the newest bundle of each task's default model (-m auto) and of each --keep NAME; older revisions, other pulled models and converted paths go."),
+    ] = False,
+    keep: Annotated[Optional[list[str]], typer.Option("--keep", help="With --all-unused: keep this model's newest bundle too (repeatable).", metavar="NAME")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="With --all-unused: list what would be removed, remove nothing.")] = False,
+    quiet: QuietOpt = False,
+) -> None:
     """Remove a model's converted bundles from the oasr cache (the Hugging Face cache is left alone)."""
+    from ..options import usage
+
+    if all_unused == (name is not None):
+        raise usage("give NAME or --all-unused (not both)")
+    if not all_unused and (keep or dry_run):
+        raise usage("--keep and --dry-run go with --all-unused")
+    if all_unused:
+        _remove_unused(tuple(keep or ()), dry_run, quiet)
+        return
     from oasr.hub.resolve import remove_model
 
     removed = remove_model(name)
@@ -168,6 +225,17 @@ def rm(name: ModelArg, quiet: QuietOpt = False) -> None:
         typer.echo(f"oasr: {name} has no bundle in the oasr cache", err=True)
     for path in removed:
         typer.echo(f"removed {path}")
+
+
+def _remove_unused(keep: tuple[str, ...], dry_run: bool, quiet: bool) -> None:
+    from oasr.hub.prune import remove_unused
+
+    gone = remove_unused(keep, dry_run=dry_run)
+    verb = "would remove" if dry_run else "removed"
+    for entry in gone:
+        typer.echo(f"{verb} {entry.record.bundle} ({entry.record.name}, {human_size(entry.bytes)})")
+    if not quiet:
+        typer.echo(f"oasr: {verb} {len(gone)} bundle(s), {human_size(sum(e.bytes for e in gone))}", err=True)
 
 
 @app.command(no_args_is_help=True, epilog=PATH_EXAMPLES)

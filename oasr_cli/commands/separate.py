@@ -23,7 +23,7 @@ import typer
 from oasr.options import SEPARATE_CLIPS, SEPARATE_MAX_BATCH, SEPARATE_MAX_SHIFTS, SeparateOptions
 from oasr.threads import set_threads
 
-from ..options import DeviceOpt, Device, Dtype, DtypeOpt, FailFastOpt, JsonOpt, ModelOpt, QuietOpt, ThreadsOpt, VerboseOpt, format_choices, from_flags, usage
+from ..options import MAX_AUDIO_SECONDS, DeviceOpt, Device, Dtype, DtypeOpt, FailFastOpt, JsonOpt, MaxAudioOpt, ModelOpt, QuietOpt, ThreadsOpt, VerboseOpt, format_choices, from_flags, usage
 
 log = logging.getLogger("oasr")
 
@@ -49,10 +49,36 @@ The fine-tuned bag, two shifts, files named song_vocals.wav:
 """
 
 
-def model_label(model: str) -> str:
-    """The <model> folder: the registry name, or a path's file or folder name."""
+def model_label(model: str, loaded=None) -> str:
+    """The <model> folder, as demucs names it after its model: the registry name (``auto`` and a
+    bundle of the oasr cache too: the name it came from), or a checkpoint's or bundle's own name."""
     path = Path(model)
-    return path.stem if (path.suffix in (".th", ".yaml", ".yml") or len(path.parts) > 1 or path.exists()) else model
+    if not (path.suffix in (".th", ".yaml", ".yml") or len(path.parts) > 1 or path.exists()):
+        if model != "auto" or loaded is None:
+            return model
+    origin = _origin_name(loaded) if loaded is not None else None
+    if origin:
+        return origin
+    return path.stem if path.suffix in (".th", ".yaml", ".yml") else path.resolve().name
+
+
+def _origin_name(loaded) -> str | None:
+    """The registry name a loaded bundle of the oasr cache was fetched as, else None."""
+    from oasr.hub.resolve import bundle_origin
+
+    identity = getattr(loaded, "identity", None)
+    record = bundle_origin(identity.bundle) if identity is not None and identity.bundle else None
+    name = (record or {}).get("name")
+    return name if name and name != "local" else None  # "local": converted from a path, named by it
+
+
+def _fetched(model: str, accept_license: bool, quiet: bool) -> str:
+    """The bundle of ``model``, fetched with its licence accepted (what -m then loads)."""
+    import oasr
+    from oasr_cli.output import hub_progress, interactive
+
+    with hub_progress(interactive(quiet)) as progress:
+        return str(oasr.resolve_model(model, task="separate", accept_license=accept_license, progress=progress))
 
 
 def stem_paths(out: Path, template: str, model: str, song: str, names, ext: str) -> dict[str, Path]:
@@ -102,10 +128,15 @@ def separate(
         bool,
         typer.Option("--low-memory", help="Give each freed window buffer back to the system at once: about a quarter less peak memory, about 1.5x slower.", rich_help_panel=SEPARATION),
     ] = False,
+    accept_license: Annotated[
+        bool,
+        typer.Option("--accept-license", help="Accept the licence of a non-commercial model (demucs' weights are for research use only: read it first) so it can be fetched. Example: oasr separate --accept-license song.mp3."),
+    ] = False,
     json_out: JsonOpt = False,
     device: DeviceOpt = Device.auto,
     dtype: DtypeOpt = Dtype.auto,
     threads: ThreadsOpt = None,
+    max_audio_seconds: MaxAudioOpt = MAX_AUDIO_SECONDS,
     fail_fast: FailFastOpt = False,
     quiet: QuietOpt = False,
     verbose: VerboseOpt = False,
@@ -134,8 +165,11 @@ def separate(
     options = from_flags(SeparateOptions, locals(), stems=wanted)
     setup_logging(quiet, verbose)
     set_threads(threads)
+    from oasr.io.audio import set_max_seconds
 
-    flags = InputFlags(songs, None, None, json_out, device.value, dtype.value, fail_fast, quiet, verbose, "separate", threads)
+    set_max_seconds(max_audio_seconds)
+
+    flags = InputFlags(songs, None, None, json_out, device.value, dtype.value, fail_fast, quiet, verbose, "separate", threads, max_audio_seconds)
     run = InputRun(flags, Plan([[] for _ in songs]))
     pending = run.check()
     if pending:
@@ -147,10 +181,11 @@ def separate(
         if low_memory:  # the setting is process-wide, and this process is ours
             return_freed_buffers()
 
-        (loaded,) = load_models(((model, "separate"),), flags)
+        spec = _fetched(model, accept_license, quiet) if accept_license else model
+        (loaded,) = load_models(((spec, "separate"),), flags)
         names = output_names(tuple(loaded.config.sources), options)
-        label = model_label(model)
-        with progress_bar(interactive(quiet)) as bar:
+        label = model_label(model, loaded)
+        with progress_bar(interactive(quiet), status=not quiet) as bar:
 
             def one(src: str, route) -> None:
                 files = StemFiles(stem_paths(out, filename, label, src, names, output_format.value), output_format.value, encoding)

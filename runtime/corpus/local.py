@@ -4,7 +4,9 @@ The parent hands each worker one input at a time over its own pipe, so it always
 worker holds: a worker that dies (killed, out of memory) fails only that input, and a new worker
 takes its place. Workers ignore SIGINT (Ctrl-C reaches the whole process group); the parent
 stops them with SIGTERM, which unwinds a write in progress (its temporary is removed, the output
-left as it was).
+left as it was). A SIGTERM sent to the whole group (a service manager's stop) does the same in
+each worker, and the parent takes it as Ctrl-C (``runner``); a worker whose parent is gone ends
+quietly.
 """
 
 from __future__ import annotations
@@ -46,15 +48,15 @@ def _serve(conn, work: Work, threads: int) -> None:
         except Exception:
             conn.send(("fatal", OasrError(f"{type(e).__name__}: {e}")))
         return
-    conn.send(("ready", None))
-    while True:
-        try:
+    try:
+        conn.send(("ready", None))
+        while True:
             job = conn.recv()
-        except EOFError:  # the parent is gone
-            return
-        if job is None:
-            return
-        conn.send(("record", worker.process(*job)))
+            if job is None:
+                return
+            conn.send(("record", worker.process(*job)))
+    except (EOFError, OSError):  # the parent is gone (its end of the pipe closed): nobody to answer
+        return
 
 
 @dataclass

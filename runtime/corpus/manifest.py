@@ -3,7 +3,13 @@ with a ``path`` column and optional per-row options.
 
 Each input keeps the path as written (relative entries of a manifest file are taken from the
 manifest's folder) and its name relative to the corpus root, which is where its outputs go under
-OUTDIR: the manifest folder, or the deepest folder all listed inputs share.
+OUTDIR: the manifest folder, or the deepest folder all listed inputs share. Inputs of trees that
+share no folder but the file system's root are named by their shortest trailing paths that are
+still distinct (``/srv/a/hi.wav`` and ``/data/b/hi.wav``: ``a/hi.wav`` and ``b/hi.wav``), so no
+absolute path is mirrored under OUTDIR. Two inputs of one folder that differ only in their
+extension (``jfk.wav``, ``jfk.mp3``) would write the same outputs: each of them keeps its
+extension in its outputs' names (``jfk.wav.srt``, ``jfk.mp3.srt``); other inputs are named as
+the single-file command names them (``talk.srt``).
 """
 
 from __future__ import annotations
@@ -31,6 +37,11 @@ class Item:
     path: str  # as the manifest gives it (joined to the manifest's folder when relative)
     name: str  # relative to the corpus root, with "/" separators: where its outputs go
     options: dict[str, Any] = field(default_factory=dict)  # per-row options (ROW_OPTIONS)
+    stem: str = ""  # its outputs' base name; "": the name's stem (jfk.wav -> jfk)
+
+    @property
+    def output_stem(self) -> str:
+        return self.stem or Path(self.name).stem
 
 
 def read_manifest(manifest: str | Path, *, glob: str | None = None, folders: bool = False) -> list[Item]:
@@ -52,8 +63,7 @@ def read_manifest(manifest: str | Path, *, glob: str | None = None, folders: boo
         raise InputError(f"{path} lists no inputs")
     base = path.parent
     paths = [str(Path(p) if Path(p).is_absolute() else base / p) for p, _ in rows]
-    root = _common_root(paths)
-    return [Item(p, _relative(p, root), opts) for p, (_, opts) in zip(paths, rows)]
+    return _distinct_stems([Item(p, name, opts) for p, name, (_, opts) in zip(paths, _names(paths), rows)])
 
 
 def _from_folder(folder: Path, glob: str | None, folders: bool) -> list[Item]:
@@ -62,7 +72,8 @@ def _from_folder(folder: Path, glob: str | None, folders: bool) -> list[Item]:
     if not found:
         kind = "folders" if folders else "files"
         raise InputError(f"no {kind} in {folder} match {pattern!r}" + ("" if glob else "; pass --glob PATTERN"))
-    return [Item(str(p), p.relative_to(folder).as_posix()) for p in found]
+    items = [Item(str(p), p.relative_to(folder).as_posix()) for p in found]
+    return items if folders else _distinct_stems(items)
 
 
 def _hidden(path: Path, root: Path) -> bool:
@@ -118,7 +129,7 @@ def _value(name: str, value: Any, path: Path, n: int) -> Any:
     if name == "num_speakers":
         try:
             number = int(value)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):  # OverflowError: 1e999 in JSON is infinity
             raise InputError(f"{path}:{n}: num_speakers must be a whole number, not {value!r}") from None
         if isinstance(value, float) and value != number:
             raise InputError(f"{path}:{n}: num_speakers must be a whole number, not {value!r}")
@@ -128,10 +139,26 @@ def _value(name: str, value: Any, path: Path, n: int) -> Any:
     return value.strip()
 
 
-def _common_root(paths: list[str]) -> str:
-    parents = [os.path.dirname(os.path.abspath(p)) for p in paths]
-    return os.path.commonpath(parents)
+def _names(paths: list[str]) -> list[str]:
+    """Each path relative to the deepest folder all share; when that is the file system's root,
+    the shortest trailing parts that tell them apart."""
+    absolute = [os.path.abspath(p) for p in paths]
+    root = os.path.commonpath([os.path.dirname(p) for p in absolute])
+    if os.path.dirname(root) != root:
+        return [Path(os.path.relpath(p, root)).as_posix() for p in absolute]
+    parts = [Path(p).parts[1:] for p in absolute]  # the root itself left out
+    for depth in range(1, max(len(x) for x in parts) + 1):
+        names = ["/".join(x[-depth:]) for x in parts]
+        if len(set(names)) == len(set(absolute)):
+            return names
+    return ["/".join(x) for x in parts]
 
 
-def _relative(path: str, root: str) -> str:
-    return Path(os.path.relpath(os.path.abspath(path), root)).as_posix()
+def _distinct_stems(items: list[Item]) -> list[Item]:
+    """Inputs of one folder whose names differ only in the extension keep it in their outputs' names."""
+    by_stem: dict[tuple[str, str], set[str]] = {}
+    for item in items:
+        name = Path(item.name)
+        by_stem.setdefault((name.parent.as_posix(), name.stem), set()).add(item.name)
+    clash = {n for names in by_stem.values() if len(names) > 1 for n in names}
+    return [Item(i.path, i.name, i.options, stem=Path(i.name).name) if i.name in clash else i for i in items]

@@ -5,16 +5,20 @@ The run, in order: read the manifest; work out each input's outputs (the single-
 formats); skip the inputs the journal shows up to date (unless ``force``); hand the rest to the
 engine; record each finished input in OUTDIR/batch.jsonl as it comes. A failing input is recorded
 with its one-line error and the run goes on (``max_failures`` stops it early). An error about the
-models stops the run; so does Ctrl-C, after the journal has what was done.
+models stops the run; so does Ctrl-C, after the journal has what was done, and SIGTERM, which the
+run takes as Ctrl-C (a service manager's stop: the workers are stopped, the journal written).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
 import logging
 import os
+import signal
+import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -23,6 +27,7 @@ from typing import Any, Callable
 
 from ..errors import InputError
 from .journal import Journal
+from .lock import outdir_lock
 from .manifest import Item, read_manifest
 from .tasks import CorpusTask, Work, corpus_task, item_options
 from .worker import one_line, split_threads
@@ -134,7 +139,8 @@ def batch(
         env={k: v for k, v in os.environ.items() if k.startswith(ENV_PREFIXES)},
     )
     _check_outputs(spec, work, items)
-    return _Run(spec, work, items, progress, max_failures).go(engine, force, workers, threads, ray_address, num_gpus, per_call)
+    with outdir_lock(out):
+        return _Run(spec, work, items, progress, max_failures).go(engine, force, workers, threads, ray_address, num_gpus, per_call)
 
 
 def _check_counts(workers, threads, max_failures, per_call) -> None:
@@ -153,6 +159,26 @@ def _check_outputs(spec: CorpusTask, work: Work, items: list[Item]) -> None:
             seen[path] = item.path
 
 
+@contextlib.contextmanager
+def _sigterm_as_interrupt():
+    """SIGTERM raises KeyboardInterrupt while the run lasts, so it unwinds as Ctrl-C does: the
+    workers stopped, the journal compacted. Only in the main thread, and only over the default
+    action (a caller's own handler is left alone)."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield
+        return
+
+    def interrupt(signum, frame):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: the unwinding is not interrupted again
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def _options_dict(options: Any) -> dict[str, Any]:
     return dataclasses.asdict(options) if dataclasses.is_dataclass(options) else dict(options or {})
 
@@ -169,10 +195,11 @@ class _Run:
     def go(self, engine, force, workers, threads, ray_address, num_gpus, per_call) -> BatchSummary:
         self.summary.engine = engine
         try:
-            jobs = self._plan(force)
-            if jobs:
-                log.info("%s: %d input(s) to do, %d up to date", self.spec.name, len(jobs), self.summary.skipped)
-                self._engine(engine, jobs, workers, threads, ray_address, num_gpus, per_call)
+            with _sigterm_as_interrupt():
+                jobs = self._plan(force)
+                if jobs:
+                    log.info("%s: %d input(s) to do, %d up to date", self.spec.name, len(jobs), self.summary.skipped)
+                    self._engine(engine, jobs, workers, threads, ray_address, num_gpus, per_call)
             finished = self.summary.done + self.summary.failed + self.summary.skipped
             self.summary.not_started = self.summary.total - finished
         finally:

@@ -87,11 +87,12 @@ def item_options(task: CorpusTask, work: Work, item: Item) -> Any:
 
 
 def _audio_outputs(extension: Callable[[str], str]) -> Callable[[Work, Item], list[Path]]:
-    """OUTDIR/<input's folder under the corpus root>/<stem>.<ext> for each format."""
+    """OUTDIR/<input's folder under the corpus root>/<stem>.<ext> for each format (the stem:
+    ``Item.output_stem``, the input's extension kept where two inputs differ only in theirs)."""
 
     def outputs(work: Work, item: Item) -> list[Path]:
         rel = Path(item.name)
-        return [Path(work.outdir) / rel.parent / f"{rel.stem}.{extension(fmt)}" for fmt in work.formats]
+        return [Path(work.outdir) / rel.parent / f"{item.output_stem}.{extension(fmt)}" for fmt in work.formats]
 
     return outputs
 
@@ -160,8 +161,7 @@ def _tts_models(names):
 
 def _separate_outputs(work: Work, item: Item) -> list[Path]:
     """OUTDIR/<input's folder>/<track>/: the stems' folder (their names come with the model)."""
-    rel = Path(item.name)
-    return [Path(work.outdir) / rel.parent / rel.stem]
+    return [Path(work.outdir) / Path(item.name).parent / item.output_stem]
 
 
 def _separate(models, work: Work, item: Item, options) -> Outcome:

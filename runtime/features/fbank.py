@@ -1,7 +1,8 @@
 """Kaldi's log mel filterbank (``compute-fbank-feats``), as ``torchaudio.compliance.kaldi.fbank``
 computes it, in plain torch and batched: the front end of WeSpeaker's speaker encoders.
 
-Per frame (``snip_edges``: only frames that fit whole): the frame's mean removed, pre-emphasis
+Per frame (``snip_edges``: only frames that fit whole; without it, one frame per shift over
+audio mirrored at both ends, as lhotse and icefall frame it): the frame's mean removed, pre-emphasis
 (the first sample against itself), a symmetric window, zero padding to a power of two, the power
 spectrum, Kaldi's triangular mel bands (``1127 ln(1 + f / 700)``, from ``low_freq`` to
 ``high_freq``, zero weight on the Nyquist bin), then ``log(max(energy, float32 eps))``. No energy
@@ -38,6 +39,7 @@ class FbankOptions:
     low_freq: float = 20.0
     high_freq: float = 0.0  # <= 0: that far below the Nyquist frequency
     round_to_power_of_two: bool = True
+    snip_edges: bool = True  # False: a frame every shift centred on it, the audio mirrored past both ends (lhotse, icefall)
 
     @property
     def window_size(self) -> int:
@@ -53,6 +55,8 @@ class FbankOptions:
         return 1 << (size - 1).bit_length() if self.round_to_power_of_two else size
 
     def num_frames(self, samples: int) -> int:
+        if not self.snip_edges:
+            return (samples + self.window_shift // 2) // self.window_shift
         return 0 if samples < self.window_size else 1 + (samples - self.window_size) // self.window_shift
 
     def check(self) -> "FbankOptions":
@@ -101,19 +105,34 @@ def _window(options: FbankOptions, device, dtype) -> Tensor:
     return torch.ones(size, device=device, dtype=dtype)
 
 
+def _mirrored(x: Tensor, options: FbankOptions, frames: int) -> Tensor:
+    """Kaldi's ``snip_edges=false`` framing: frame f starts at f * shift + shift // 2 - window // 2,
+    and a sample before the start or past the end is read mirrored (index -1 is sample 0)."""
+    n = x.shape[-1]
+    left = options.window_size // 2 - options.window_shift // 2
+    right = max(0, (frames - 1) * options.window_shift - left + options.window_size - n)
+    index = torch.arange(-left, n + right, device=x.device)
+    index = torch.where(index < 0, -index - 1, index)
+    index = torch.where(index >= n, 2 * n - 1 - index, index).clamp(0, n - 1)
+    return x[..., index]
+
+
 def kaldi_fbank(waveforms: Tensor, options: FbankOptions = FbankOptions()) -> Tensor:
     """waveforms [B, S] (or [S]) at Kaldi's scale (int16 range) -> [B, T, M] log mel energies.
 
-    T = 1 + (S - window) // shift, 0 when S is shorter than one window."""
+    T = 1 + (S - window) // shift, 0 when S is shorter than one window (snip_edges); else
+    (S + shift // 2) // shift."""
     options.check()
     squeeze = waveforms.dim() == 1
     x = waveforms.unsqueeze(0) if squeeze else waveforms
-    x = x.float()
+    x = x.to(torch.float64) if waveforms.dtype == torch.float64 else x.float()
     frames = options.num_frames(x.shape[-1])
     if frames == 0:
         out = x.new_zeros(x.shape[0], 0, options.num_mel_bins)
         return out[0] if squeeze else out
-    x = x.unfold(-1, options.window_size, options.window_shift)  # [B, T, window]
+    if not options.snip_edges:
+        x = _mirrored(x, options, frames)
+    x = x.unfold(-1, options.window_size, options.window_shift)[:, :frames]  # [B, T, window]
     if options.remove_dc_offset:
         x = x - x.mean(dim=-1, keepdim=True)
     if options.preemphasis:

@@ -37,12 +37,17 @@ class WriterOptions:
     max_line_width: int | None = None  # characters per subtitle line; None: one line per cue text
     max_line_count: int | None = None  # lines per subtitle cue (needs max_line_width); None: no limit
     highlight_words: bool = False  # srt/vtt: one cue per word with the spoken word underlined (<u>)
+    # srt/vtt with word times: at most N words per cue, segments kept apart (openai-whisper's
+    # --max_words_per_line; no effect with max_line_width, as there)
+    max_words_per_line: int | None = None
 
     def __post_init__(self):
         if self.max_line_width is not None:
             check_range(self.max_line_width, "--max-line-width", 1, MAX_LINE_WIDTH, integer=True)
         if self.max_line_count is not None:
             check_range(self.max_line_count, "--max-line-count", 1, MAX_LINE_COUNT, integer=True)
+        if self.max_words_per_line is not None:
+            check_range(self.max_words_per_line, "--max-words-per-line", 1, MAX_LINE_WIDTH, integer=True)
         if self.max_line_count is not None and self.max_line_width is None:
             raise InputError("--max-line-count needs --max-line-width (lines are cut at that width)")
 

@@ -15,6 +15,12 @@ from ..errors import InputError
 from ..results import SpeakerTurn, SpeakerTurns
 
 
+# The record types of NIST's RTTM (rttm.txt of the RT evaluations); only SPEAKER is read.
+RTTM_TYPES = frozenset(
+    "SPEAKER SPKR-INFO SEGMENT NOSCORE NO_RT_METADATA LEXEME NON-LEX NON-SPEECH FILLER EDIT IP SU CB A/P".split()
+)
+
+
 def _text(source: str | Path, kind: str) -> tuple[str, str]:
     """(text, name for messages) of a path, or of text given directly (containing a newline)."""
     if isinstance(source, str) and "\n" in source:
@@ -54,6 +60,9 @@ def read_rttm(source: str | Path) -> dict[str, list[SpeakerTurn]]:
     text, name = _text(source, "RTTM")
     files: dict[str, list[SpeakerTurn]] = {}
     for number, fields in _lines(text):
+        if fields[0] not in RTTM_TYPES:
+            # a file of something else (notes, a CSV) would score as no speech at all: DER 100%
+            raise InputError(f"{name}:{number}: not an RTTM line (it starts {fields[0][:20]!r}; RTTM lines start SPEAKER, SPKR-INFO, ...)")
         if fields[0] != "SPEAKER":
             continue
         where = f"{name}:{number}"

@@ -84,6 +84,7 @@ def iterate_cues(
 def _word_cues(segments: tuple[Segment, ...], options: WriterOptions, speaker_width) -> Iterator[Cue]:
     width, count = options.max_line_width, options.max_line_count
     preserve_segments = width is None or count is None
+    per_cue = options.max_words_per_line if width is None else None
     width = width or 10**9
     first = next((w.start for s in segments for w in s.words or ()), 0.0)
     cue: list[tuple[str, float, float, bool]] = []  # (word, start, end, starts a new line)
@@ -105,7 +106,7 @@ def _word_cues(segments: tuple[Segment, ...], options: WriterOptions, speaker_wi
             speaker = w.speaker or segment.speaker
             long_pause = not preserve_segments and w.start - last > LONG_PAUSE
             has_room = line_len + len(word) <= width
-            seg_break = i == 0 and bool(cue) and preserve_segments
+            seg_break = bool(cue) and preserve_segments and (i == 0 or (per_cue is not None and len(cue) >= per_cue))
             speaker_break = bool(cue) and speaker != cue_speaker
             newline = False
             if line_len > 0 and has_room and not (long_pause or seg_break or speaker_break):

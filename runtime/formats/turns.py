@@ -32,16 +32,26 @@ def turns_csv(turns: SpeakerTurns, *, file_column: bool = False, header: bool = 
 
     One CSV of several inputs: ``file_column`` puts the input first (``file,start,end,speaker``;
     the source as given, ``-`` for stdin), and ``header=False`` leaves the header line to the
-    first input's rows, so the pieces concatenate into one valid CSV.
+    first input's rows, so the pieces concatenate into one valid CSV. A text cell a spreadsheet
+    would run as a formula is written as text (``cell_text``).
     """
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    lead = [turns.source] if file_column else []
+    lead = [cell_text(turns.source)] if file_column else []
     if header:
         writer.writerow(["file"] * file_column + ["start", "end", "speaker"])
     for t in turns.turns:
-        writer.writerow(lead + [f"{t.start:.3f}", f"{t.end:.3f}", t.speaker])
+        writer.writerow(lead + [f"{t.start:.3f}", f"{t.end:.3f}", cell_text(t.speaker)])
     return out.getvalue()
+
+
+FORMULA_LEADS = ("=", "+", "-", "@", "\t", "\r")  # what makes a spreadsheet read a cell as a formula
+
+
+def cell_text(text: str) -> str:
+    """``text`` with a leading ``'`` when it would start a formula (a file named ``=cmd|...``),
+    as OWASP advises for CSV; ``-`` alone (stdin) is left as it is."""
+    return "'" + text if text.startswith(FORMULA_LEADS) and text != "-" else text
 
 
 def render_turns(turns: SpeakerTurns, name: str) -> str:

@@ -80,6 +80,10 @@ class CatalogEntry:
 # the catalog
 
 
+# whisper's names that are no suffix of a registry name: its "large" and "turbo" are these today
+WHISPER_SHORT = {"large": "large-v3", "turbo": "large-v3-turbo"}
+
+
 @dataclass(frozen=True)
 class Catalog:
     entries: Mapping[str, CatalogEntry]
@@ -89,6 +93,13 @@ class Catalog:
 
     def get(self, name: str) -> CatalogEntry | None:
         return self.entries.get(name)
+
+    def whisper_short(self, name: str) -> CatalogEntry | None:
+        """openai-whisper's and faster-whisper's model names (``tiny``, ``base.en``, ``large-v3``,
+        ``turbo``): the registry's ``whisper-<name>`` entry, or None."""
+        full = WHISPER_SHORT.get(name, name)
+        entry = self.entries.get(f"whisper-{full}")
+        return entry if entry is not None and entry.architecture == "whisper" else None
 
     def default_for(self, task: str) -> CatalogEntry:
         for entry in self.entries.values():
@@ -198,10 +209,14 @@ def _memo_file(path: Path, mtime_ns: int, size: int) -> Path | None:
 def _load_yaml(text: str, where: str) -> Any:
     import yaml
 
+    from ..io.config_size import expanded_size
+
     try:
-        return yaml.load(text, Loader=_strict_loader())
+        data = yaml.load(text, Loader=_strict_loader())
     except yaml.YAMLError as e:
         raise CatalogError(f"{where} is not valid YAML: {' '.join(str(e).split())}") from e
+    expanded_size(data, where, CatalogError)  # aliases named inside each other: refused, not walked
+    return data
 
 
 def parse_catalog(text: str, where: str = "catalog") -> Catalog:

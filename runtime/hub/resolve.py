@@ -49,10 +49,10 @@ _REPO_SPEC = re.compile(r"(?P<repo>[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z
 class ModelUnavailableError(OasrError):
     """No source could provide the model; ``attempts`` says what was tried and why it failed."""
 
-    def __init__(self, what: str, attempts: list[Attempt]):
+    def __init__(self, what: str, attempts: list[Attempt], hint: str = ""):
         self.attempts = attempts
         tried = "; ".join(a.line() for a in attempts)
-        super().__init__(f"cannot get {what}: {tried}")
+        super().__init__(f"cannot get {what}: {tried}{hint}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -90,6 +90,9 @@ def _classify_name(
         log.info("auto: %s is the default model for %s (-m NAME picks another)", entry.name, task or "transcribe")
     elif catalog.get(text) is not None:
         entry = catalog.get(text)
+    elif catalog.whisper_short(text) is not None:
+        entry = catalog.whisper_short(text)
+        log.info("%s: openai-whisper's name for the registry's %s", text, entry.name)
     elif (m := _REPO_SPEC.match(text)) and not text.startswith((".", "~", "/")):
         repo, rev = m.group("repo"), m.group("rev")
         entry = None if rev else catalog.by_hf_repo(repo)
@@ -213,7 +216,21 @@ def _acquire(run: Run, chain: list[ChainSource]) -> Path:
                 if not source.errors_pass:
                     raise
                 attempts.append(source.attempt("failed", str(e)))
-    raise ModelUnavailableError(target.label, attempts)
+    raise ModelUnavailableError(target.label, attempts, _by_hand(target))
+
+
+def _by_hand(target: Target) -> str:
+    """For a model whose weights are plain files at URLs: how to convert them when they were
+    downloaded by hand (on another machine, through a browser)."""
+    files = [f for s in target.sources if getattr(s, "kind", "") == "url" for f in s.files]
+    if not files:
+        return ""
+    several = len(files) > 1
+    what = "FOLDER (holding them" + (" and the bag's yaml" if any(getattr(s, "texts", ()) for s in target.sources) else "") + ")" if several else files[0].name
+    return (
+        f". Downloaded by hand ({', '.join(f.url for f in files)}), {'they convert' if several else 'it converts'} with "
+        f"`oasr convert {what} ./{target.label}`; then pass -m ./{target.label}"
+    )
 
 
 def _check_licence(entry: CatalogEntry, accept_license: bool) -> None:

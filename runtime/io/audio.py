@@ -26,6 +26,12 @@
 read a block at a time) and comes back as a ``SampleFile`` that pipelines read a window at a time
 (``io/samples.py``), so an hour costs the process no more memory than ten minutes.
 
+Decoding is bounded: a recording longer than ``max_seconds`` (``set_max_seconds``, default 24 h;
+the CLI's ``--max-audio-seconds``; the server's per-request limit) is refused from the length its
+header states, before anything is decoded, and again while decoding, as soon as more samples come
+than that (a header can lie); a sample rate outside 1 kHz .. 768 kHz is refused, since a 1 Hz
+header would turn a few kilobytes into hours of resampled audio.
+
 Every failure a user can cause (a missing, empty, non-audio, corrupt or over-long input) is an
 ``InputError`` with a one-line message that names the file ("stdin" for ``-``) and the reason.
 Decoders print nothing: libsndfile never sees an MP3 (its mpg123 writes notes on stderr), and
@@ -39,6 +45,7 @@ import io
 import logging
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -59,6 +66,11 @@ STDIN_NAME = "stdin"  # what messages call "-"
 MAX_STDIN_ENV = "OASR_MAX_STDIN_MB"
 DEFAULT_MAX_STDIN_MB = 1024
 COPY_BLOCK = 1 << 20  # bytes copied from stdin at a time
+DEFAULT_MAX_SECONDS = 24 * 3600.0  # the longest recording decoded unless told otherwise
+MAX_SECONDS_ENV = "OASR_MAX_AUDIO_SECONDS"  # the default of a process (a batch's workers get it so)
+MIN_RATE, MAX_RATE = 1000, 768000  # sample rates a recording may have (Hz)
+_UNSET = object()
+_max_seconds = _UNSET  # set_max_seconds's; unset: OASR_MAX_AUDIO_SECONDS, else the default
 
 # First bytes of the formats libsndfile reads natively (its own detection is by content; these
 # only pick the decoder). Everything else goes to PyAV first.
@@ -99,6 +111,62 @@ def max_stdin_bytes() -> int | None:
     return None if megabytes == 0 else max(1, int(megabytes * (1 << 20)))
 
 
+def set_max_seconds(seconds: float | None) -> float | None:
+    """Make ``seconds`` (None: no limit) the longest recording decoded from now on; returns the
+    limit it replaces."""
+    global _max_seconds
+    if seconds is not None and not seconds > 0:
+        raise InputError(f"the audio length limit must be a positive number of seconds, not {seconds!r}")
+    previous, _max_seconds = _process_limit(), seconds
+    return previous
+
+
+def max_seconds() -> float | None:
+    """The longest recording decoded now: ``set_max_seconds``'s, else ``OASR_MAX_AUDIO_SECONDS``,
+    else ``DEFAULT_MAX_SECONDS``; None: no limit."""
+    return _process_limit()
+
+
+def _process_limit() -> float | None:  # (open_audio's max_seconds argument hides the public name)
+    if _max_seconds is not _UNSET:
+        return _max_seconds
+    raw = os.environ.get(MAX_SECONDS_ENV, "").strip()
+    if not raw:
+        return DEFAULT_MAX_SECONDS
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = -1.0
+    if not 0 < seconds < float("inf"):
+        raise InputError(f"{MAX_SECONDS_ENV}={raw!r}: expected a positive number of seconds")
+    return seconds
+
+
+class _Limits:
+    """What a decode may produce: at most ``seconds`` of audio, at a sane sample rate."""
+
+    def __init__(self, seconds: float | None, sample_rate: int):
+        self.seconds = seconds
+        self.samples = None if seconds is None else int(seconds * sample_rate) + sample_rate  # a second of slack for resampler edges
+
+    def check_rate(self, rate) -> None:
+        if not (isinstance(rate, (int, float)) and MIN_RATE <= rate <= MAX_RATE):
+            raise _Refused(f"states a sample rate of {rate} Hz, outside {MIN_RATE} .. {MAX_RATE} Hz")
+
+    def check_length(self, seconds: float) -> None:
+        if self.seconds is not None and seconds > self.seconds:
+            raise _Refused(self.too_long(seconds))
+
+    def too_long(self, seconds: float | None = None) -> str:
+        if seconds is None:
+            return f"decodes to more than {self.seconds:g} s of audio, the limit (--max-audio-seconds)"
+        return f"is {seconds:.0f} s long, more than the limit of {self.seconds:g} s (--max-audio-seconds)"
+
+
+class _Refused(Exception):
+    """A decoder refused the input on purpose (too long, a bad rate); the message follows its name."""
+
+
 def check_audio_path(path: str | Path) -> Path:
     """``path`` as a Path when it names a non-empty regular file; else an InputError naming it.
 
@@ -124,36 +192,70 @@ def load_audio(source: str | Path | bytes, sample_rate: int = SAMPLE_RATE) -> np
     return np.asarray(open_audio(source, sample_rate))
 
 
-def open_audio(source: str | Path | bytes, sample_rate: int = SAMPLE_RATE, channels: int = 1) -> "np.ndarray | SampleFile":
+_DEFAULT = object()  # max_seconds not given: the process's limit (set_max_seconds)
+
+
+def open_audio(source: str | Path | bytes, sample_rate: int = SAMPLE_RATE, channels: int = 1, *, max_seconds=_DEFAULT) -> "np.ndarray | SampleFile":
     """As ``load_audio``, but a recording longer than ``SPOOL_SAMPLES`` is decoded into an unnamed
     temporary file and returned as a ``SampleFile`` (sliced like an array, read a window at a time).
-    ``channels`` > 1: [channels, n] samples, made by ``fit_channels``."""
+    ``channels`` > 1: [channels, n] samples, made by ``fit_channels``. ``max_seconds``: the
+    longest recording accepted (default: ``set_max_seconds``'s; None: no limit)."""
+    limits = _Limits(_process_limit() if max_seconds is _DEFAULT else max_seconds, sample_rate)
     if isinstance(source, (bytes, bytearray, memoryview)):
-        return _open_bytes(bytes(source), sample_rate, "<bytes>", channels)
+        return _open_bytes(bytes(source), sample_rate, "<bytes>", channels, limits)
     if str(source) == STDIN:
         with spool_stdin() as file:
-            return _decode(file, STDIN_NAME, sample_rate, suffix="", channels=channels)
+            return _decode(file, STDIN_NAME, sample_rate, suffix="", channels=channels, limits=limits)
     path = check_audio_path(source)
     try:
-        file = open(path, "rb")
+        file = _open_fifo(path) if _is_fifo(path) else open(path, "rb")
     except OSError as e:
         raise InputError(f"cannot read {path}: {e.strerror or e}") from e
     with file:
         if not file.seekable():  # a FIFO, /dev/stdin, a shell's <(...): read like stdin
             with _spool(file, str(path)) as copy:
-                return _decode(copy, str(path), sample_rate, suffix=path.suffix, channels=channels)
-        return _decode(file, str(path), sample_rate, suffix=path.suffix, path=path, channels=channels)
+                return _decode(copy, str(path), sample_rate, suffix=path.suffix, channels=channels, limits=limits)
+        return _decode(file, str(path), sample_rate, suffix=path.suffix, path=path, channels=channels, limits=limits)
 
 
-def load_audio_bytes(data: bytes, sample_rate: int = SAMPLE_RATE, *, name: str = "<bytes>") -> np.ndarray:
-    """Decode an encoded audio file held in memory."""
-    return np.asarray(_open_bytes(data, sample_rate, name))
+FIFO_WAIT_SECONDS = 10.0  # how long a named pipe may take to bring its first byte
 
 
-def _open_bytes(data: bytes, sample_rate: int, name: str, channels: int = 1) -> "np.ndarray | SampleFile":
+def _is_fifo(path: Path) -> bool:
+    try:
+        return stat.S_ISFIFO(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _open_fifo(path: Path) -> BinaryIO:
+    """A named pipe opened without waiting for a writer (a plain open blocks until one comes,
+    forever for a FIFO nobody writes to), then given ``FIFO_WAIT_SECONDS`` to bring data."""
+    import select
+
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        ready, _, _ = select.select([fd], [], [], FIFO_WAIT_SECONDS)
+        if not ready:
+            raise InputError(f"{path} is a named pipe (FIFO) that no program wrote to within {FIFO_WAIT_SECONDS:g} s")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def load_audio_bytes(data: bytes, sample_rate: int = SAMPLE_RATE, *, name: str = "<bytes>", max_seconds=_DEFAULT) -> "np.ndarray | SampleFile":
+    """Decode an encoded audio file held in memory (a long one comes back as a ``SampleFile``,
+    on disk; ``max_seconds`` as for ``open_audio``)."""
+    limits = _Limits(_process_limit() if max_seconds is _DEFAULT else max_seconds, sample_rate)
+    return _open_bytes(data, sample_rate, name, 1, limits)
+
+
+def _open_bytes(data: bytes, sample_rate: int, name: str, channels: int, limits: "_Limits") -> "np.ndarray | SampleFile":
     if not data:
         raise InputError(f"{name} is empty (no audio bytes)")
-    return _decode(io.BytesIO(data), name, sample_rate, suffix="", channels=channels)
+    return _decode(io.BytesIO(data), name, sample_rate, suffix="", channels=channels, limits=limits)
 
 
 def spool_stdin() -> BinaryIO:
@@ -232,9 +334,19 @@ def _fitted(planes: np.ndarray, channels: int) -> np.ndarray:
     return np.ascontiguousarray(out[0] if channels == 1 else out, dtype=np.float32)
 
 
-def _decode(file: BinaryIO, name: str, sample_rate: int, *, suffix: str, path: Path | None = None, channels: int = 1) -> "np.ndarray | SampleFile":
+def _decode(file: BinaryIO, name: str, sample_rate: int, *, suffix: str, path: Path | None = None, channels: int = 1, limits: "_Limits") -> "np.ndarray | SampleFile":
     """Samples of the open ``file``: soundfile for its native formats, else (or when it refuses)
-    PyAV, else the ffmpeg program when there is one; an InputError with the reason when none can."""
+    PyAV, else the ffmpeg program when there is one; an InputError with the reason when none can,
+    or when the recording is refused by ``limits``."""
+    try:
+        return _decode_any(file, name, sample_rate, suffix=suffix, path=path, channels=channels, limits=limits)
+    except _Refused as e:
+        raise InputError(f"{name} {e}") from None
+    except _samples.TooLong:
+        raise InputError(f"{name} {limits.too_long()}") from None
+
+
+def _decode_any(file: BinaryIO, name: str, sample_rate: int, *, suffix: str, path: Path | None, channels: int, limits: "_Limits") -> "np.ndarray | SampleFile":
     head = file.read(64)
     file.seek(0)
     if not head:
@@ -242,23 +354,23 @@ def _decode(file: BinaryIO, name: str, sample_rate: int, *, suffix: str, path: P
     reasons: list[str] = []
     if head.startswith(SOUNDFILE_MAGIC):
         try:
-            return _checked(_read_soundfile(file, sample_rate, channels), name)
+            return _checked(_read_soundfile(file, sample_rate, channels, limits), name)
         except _Undecodable as e:
             reasons.append(str(e))
             file.seek(0)
     try:
-        return _checked(_read_pyav(path if path is not None else file, sample_rate, channels), name)
+        return _checked(_read_pyav(path if path is not None else file, sample_rate, channels, limits), name)
     except _Undecodable as e:
         reasons.append(str(e))
     if ffmpeg_path() is not None and not _looks_like_text(head):
         if path is not None:
-            return _checked(_decode_with_ffmpeg(path, name, sample_rate, channels), name)
+            return _checked(_decode_with_ffmpeg(path, name, sample_rate, channels, limits), name)
         file.seek(0)
         with tempfile.TemporaryDirectory(prefix="oasr-audio-") as tmp:  # ffmpeg seeks in some containers
             copy = Path(tmp) / "input"
             with open(copy, "wb") as out:
                 shutil.copyfileobj(file, out, COPY_BLOCK)
-            return _checked(_decode_with_ffmpeg(copy, name, sample_rate, channels), name)
+            return _checked(_decode_with_ffmpeg(copy, name, sample_rate, channels, limits), name)
     raise InputError(_undecodable_message(name, head, suffix, reasons[0]))
 
 
@@ -284,26 +396,32 @@ def _looks_like_text(head: bytes) -> bool:
 
 
 STREAM_BLOCK = 1 << 16  # frames read at a time from a long file
+UNKNOWN_FRAMES = 1 << 62  # libsndfile's frame count when the header states none
 
 
-def _read_soundfile(file: BinaryIO, sample_rate: int, channels: int = 1) -> "np.ndarray | SampleFile":
+def _read_soundfile(file: BinaryIO, sample_rate: int, channels: int = 1, limits: _Limits | None = None) -> "np.ndarray | SampleFile":
     import soundfile as sf
 
+    limits = limits or _Limits(None, sample_rate)
     try:
         with sf.SoundFile(file) as f:
+            limits.check_rate(f.samplerate)
+            if f.frames < UNKNOWN_FRAMES:  # else the header does not say (a streamed FLAC): the sink counts
+                limits.check_length(f.frames / f.samplerate)
             if f.frames * sample_rate / f.samplerate * channels <= _samples.SPOOL_SAMPLES:
                 data = f.read(dtype="float32", always_2d=True)
                 return _to_mono(data, f.samplerate, sample_rate, channels)
-            return _stream_soundfile(f, sample_rate, channels)
+            return _stream_soundfile(f, sample_rate, channels, limits)
     except (sf.LibsndfileError, RuntimeError, TypeError, ValueError, EOFError) as e:
         reason = getattr(e, "error_string", "") or str(e)
         raise _Undecodable(_one_line(f"soundfile: {reason}") if reason else "soundfile cannot read it") from e
 
 
-def _stream_soundfile(f, sample_rate: int, channels: int = 1) -> SampleFile:
+def _stream_soundfile(f, sample_rate: int, channels: int, limits: _Limits) -> SampleFile:
     """A long file a block at a time: channels averaged (or fitted), rate converted by soxr's
     streaming HQ resampler, the samples written to disk as they come."""
-    sink = SampleSink(int(f.frames * sample_rate / f.samplerate), channels)
+    stated = f.frames if f.frames < UNKNOWN_FRAMES else 0
+    sink = SampleSink(int(stated * sample_rate / f.samplerate), channels, limits.samples)
     resampler = None if f.samplerate == sample_rate else _ResampleStream(f.samplerate, sample_rate, channels)
     try:
         for block in f.blocks(blocksize=STREAM_BLOCK, dtype="float32", always_2d=True):
@@ -344,7 +462,7 @@ class _ResampleStream:
         return self.stream.resample_chunk(np.ascontiguousarray(piece.T), last=last).T
 
 
-def _read_pyav(source, sample_rate: int, channels: int = 1) -> "np.ndarray | SampleFile":
+def _read_pyav(source, sample_rate: int, channels: int = 1, limits: _Limits | None = None) -> "np.ndarray | SampleFile":
     """Decode the first audio stream of ``source`` (a path or a seekable binary file) with PyAV:
     frame by frame to float, channels averaged (or fitted), resampled by a streaming soxr into one array."""
     try:
@@ -352,7 +470,7 @@ def _read_pyav(source, sample_rate: int, channels: int = 1) -> "np.ndarray | Sam
     except ImportError as e:  # a declared dependency; a broken install still gets one line
         raise _Undecodable(f"PyAV, which decodes it, does not import ({e}; pip install av)") from e
     with _ffmpeg_errors() as logs:
-        return _read_pyav_logged(av, source, sample_rate, logs, channels)
+        return _read_pyav_logged(av, source, sample_rate, logs, channels, limits or _Limits(None, sample_rate))
 
 
 @contextlib.contextmanager
@@ -370,7 +488,7 @@ def _ffmpeg_errors():
         av.logging.set_level(previous)
 
 
-def _read_pyav_logged(av, source, sample_rate: int, logs: list, channels: int = 1) -> "np.ndarray | SampleFile":
+def _read_pyav_logged(av, source, sample_rate: int, logs: list, channels: int, limits: _Limits) -> "np.ndarray | SampleFile":
     try:
         container = av.open(str(source) if isinstance(source, Path) else source, mode="r", metadata_errors="ignore")
     except (av.FFmpegError, UnicodeDecodeError, ValueError, OSError) as e:
@@ -380,8 +498,12 @@ def _read_pyav_logged(av, source, sample_rate: int, logs: list, channels: int = 
         if stream is None:
             kinds = ", ".join(sorted({s.type for s in container.streams})) or "none"
             raise _Undecodable(f"no audio stream in the {container.format.name} container (streams: {kinds})")
-        out = SampleSink(_expected_samples(container, stream, sample_rate), channels)
-        decoder = _FrameDecoder(sample_rate, channels)
+        if stream.sample_rate:  # 0: not stated; the frames' own rates are checked as they come
+            limits.check_rate(stream.sample_rate)
+        expected = _expected_samples(container, stream, sample_rate)
+        limits.check_length(expected / sample_rate)
+        out = SampleSink(expected, channels, limits.samples)
+        decoder = _FrameDecoder(sample_rate, channels, limits)
         skipped, last_error = 0, None
         try:
             for packet in container.demux(stream):
@@ -407,9 +529,10 @@ class _FrameDecoder:
     sample format only (planar float, layout and rate kept), the channels' mean (or
     ``fit_channels``), soxr's HQ streaming resampler for the rate."""
 
-    def __init__(self, sample_rate: int, channels: int = 1):
+    def __init__(self, sample_rate: int, channels: int, limits: _Limits):
         self.sample_rate = sample_rate
         self.channels = channels
+        self.limits = limits
         self.setup: tuple | None = None  # (format, layout, rate) of the frames seen
         self.converter = None
         self.resampler = None
@@ -418,6 +541,7 @@ class _FrameDecoder:
         setup = (frame.format.name, frame.layout.name, frame.sample_rate)
         pieces: list[np.ndarray] = []
         if setup != self.setup:  # first frame, or the stream changed its format mid-way
+            self.limits.check_rate(frame.sample_rate)
             pieces += self._flush(rate_changes=self.setup is None or setup[2] != self.setup[2])
             import av
 
@@ -505,11 +629,12 @@ def _container(head: bytes, suffix: str) -> str | None:
     return None
 
 
-def _decode_with_ffmpeg(path: Path, name: str, sample_rate: int, channels: int = 1) -> np.ndarray:
+def _decode_with_ffmpeg(path: Path, name: str, sample_rate: int, channels: int, limits: _Limits) -> np.ndarray:
     ffmpeg = ffmpeg_path()
+    cut = [] if limits.seconds is None else ["-t", f"{limits.seconds + 1:g}"]  # a second past the limit says it was reached
     cmd = [
         ffmpeg, "-nostdin", "-hide_banner", "-loglevel", "error", "-threads", "0",
-        "-i", str(path), "-vn", "-f", "f32le", "-acodec", "pcm_f32le", "-ac", str(channels), "-ar", str(sample_rate), "-",
+        "-i", str(path), *cut, "-vn", "-f", "f32le", "-acodec", "pcm_f32le", "-ac", str(channels), "-ar", str(sample_rate), "-",
     ]
     try:
         proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, check=False)
@@ -520,6 +645,8 @@ def _decode_with_ffmpeg(path: Path, name: str, sample_rate: int, channels: int =
         detail = _one_line(lines[-1]).replace(str(path), name) if lines else f"exit status {proc.returncode}"
         raise InputError(f"cannot decode {name}: not audio that soundfile, PyAV or ffmpeg reads (ffmpeg: {detail})")
     usable = len(proc.stdout) - len(proc.stdout) % (4 * channels)
+    if limits.samples is not None and usable // (4 * channels) > limits.samples:
+        raise _Refused(limits.too_long())
     samples = np.frombuffer(proc.stdout[:usable], dtype="<f4").astype(np.float32)
     return samples if channels == 1 else np.ascontiguousarray(samples.reshape(-1, channels).T)
 
@@ -539,7 +666,9 @@ __all__ = [
     "fit_channels",
     "load_audio",
     "load_audio_bytes",
+    "max_seconds",
     "open_audio",
+    "set_max_seconds",
     "max_stdin_bytes",
     "read_stdin",
     "spool_stdin",

@@ -112,15 +112,26 @@ class SampleTensor:
         return torch.from_numpy(self.samples[key]).to(self.device)
 
 
+class TooLong(Exception):
+    """More samples were decoded than the sink's ``limit``; ``n``: how many it had then."""
+
+    def __init__(self, n: int):
+        super().__init__(n)
+        self.n = n
+
+
 class SampleSink:
     """Decoded pieces collected in order: in a growing array while short, moved to an unnamed
     temporary file once past ``SPOOL_SAMPLES`` values (or from the start when ``expected``, in
     samples per channel, says the recording is that long). Tracks the float64 sum, so finiteness
-    needs no second pass. ``channels`` > 1: pieces are [channels, n], kept as frames."""
+    needs no second pass. ``channels`` > 1: pieces are [channels, n], kept as frames. Past
+    ``limit`` samples per channel it raises ``TooLong`` (a header can understate the length)."""
 
-    def __init__(self, expected: int = 0, channels: int = 1):
+    def __init__(self, expected: int = 0, channels: int = 1, limit: int | None = None):
         self.n = 0
         self.channels = channels
+        self.limit = limit
+        expected = expected if limit is None else min(expected, limit)
         self.total = 0.0
         self._file = None
         values = expected * channels
@@ -140,6 +151,9 @@ class SampleSink:
                     raise ValueError(f"pieces of {c} channels are [{c}, n], not {piece.shape}")
                 piece = piece.T  # frames: a sample of every channel side by side
             piece = np.ascontiguousarray(piece).reshape(-1)
+            if self.limit is not None and self.n + len(piece) // c > self.limit:
+                self.discard()
+                raise TooLong(self.n + len(piece) // c)
             with np.errstate(invalid="ignore", over="ignore"):
                 self.total += float(np.sum(piece, dtype=np.float64))
             end = self.n * c + len(piece)
@@ -179,6 +193,7 @@ class SampleSink:
     def discard(self) -> None:
         if self._file is not None:
             self._file.close()
+            self._file = None
         self._buffer = None
 
 

@@ -77,7 +77,10 @@ def _transcribe_models(names):
 def _transcribe(models, samples, options, device, dtype, progress):
     import oasr
 
-    return oasr.transcribe(samples, models[0], options, device=device, dtype=dtype, progress=progress)
+    # a progress callback with a ``segment`` attribute hears each segment too (the CLI's -v)
+    heard = getattr(progress, "segment", None)
+    extra = {"on_segment": heard} if heard is not None else {}
+    return oasr.transcribe(samples, models[0], options, device=device, dtype=dtype, progress=progress, **extra)
 
 
 def _render_transcript(transcript, fmt, writer_options):

@@ -113,8 +113,8 @@ def _cosine(a: torch.Tensor, b: torch.Tensor) -> float:
     return torch.nn.functional.cosine_similarity(a.flatten().double(), b.flatten().double(), dim=0).item()
 
 
-def _first_chunk(loaded, samples: np.ndarray):
-    """(encoder output [1, T, C], lengths) of an encoder model over the first chunk of ``samples``."""
+def first_chunk_features(loaded, samples: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+    """(features [1, F, T], lengths [1]) of the first chunk of ``samples``, on the model's device."""
     from ..features import feature_extractor
     from ..pipelines.transcribe.chunked import CHUNK_LENGTH
 
@@ -123,7 +123,12 @@ def _first_chunk(loaded, samples: np.ndarray):
     first = samples[: int(loaded.decoding.options.get("chunk_length", CHUNK_LENGTH) * spec.sample_rate)]
     audio = torch.from_numpy(np.ascontiguousarray(first, dtype=np.float32)).to(param.device)
     features = feature_extractor(spec)(audio, spec)[None].to(param.dtype)
-    return model.encode(features, torch.tensor([features.shape[-1]], device=param.device))
+    return features, torch.tensor([features.shape[-1]], device=param.device)
+
+
+def _first_chunk(loaded, samples: np.ndarray):
+    """(encoder output [1, T, C], lengths) of an encoder model over the first chunk of ``samples``."""
+    return loaded.model.encode(*first_chunk_features(loaded, samples))
 
 
 def ctc_outputs(loaded, samples: np.ndarray, labels=None):
@@ -150,13 +155,22 @@ def transducer_outputs(loaded, samples: np.ndarray, labels: list | None = None):
                 durations=tuple(loaded.decoding.options.get("durations", ())),
                 max_symbols=loaded.decoding.options.get("max_symbols_per_step", 10),
             )[0]]
-        ids = torch.tensor([[model.blank_id] + [i for i, _ in labels]], device=param.device)
-        pred = model.joint.pred(model.decoder(ids)[0][0])  # [U + 1, J]: the state after each prefix
+        pred = _prediction_path(model, [model.blank_id] + [i for i, _ in labels], param.device)
         frames = torch.arange(encoded.shape[1])
         emitted = torch.tensor([f for _, f in labels], dtype=torch.long)
         state = torch.searchsorted(emitted, frames, right=False)  # labels emitted before each frame
         logits = model.joint_logits(model.project_encoder(encoded[0]), pred[state.to(param.device)])
         return encoded[0].float().cpu(), logits.float().cpu(), labels
+
+
+def _prediction_path(model, ids: list[int], device) -> torch.Tensor:
+    """The joint's prediction input after each prefix of ``ids`` [U + 1, J], stepped through the
+    model's ``predict`` as the searches do (an LSTM state or a label context alike)."""
+    out, state = [], None
+    for i in ids:
+        g, state = model.predict(torch.tensor([i], device=device), state)
+        out.append(g[0])
+    return torch.stack(out)
 
 
 def verify_ctc(models, samples: np.ndarray, audio) -> EncoderVerifyReport:
@@ -165,6 +179,12 @@ def verify_ctc(models, samples: np.ndarray, audio) -> EncoderVerifyReport:
 
 def verify_transducer(models, samples: np.ndarray, audio) -> EncoderVerifyReport:
     return _verify_encoder(models, samples, audio, transducer_outputs)
+
+
+def verify_encoder_outputs(models, samples: np.ndarray, audio, outputs) -> EncoderVerifyReport:
+    """The encoder families' comparison: ``outputs(loaded, samples, path=None)`` gives (encoder
+    output, head logits, the path the source took), the quantized model is fed the source's path."""
+    return _verify_encoder(models, samples, audio, outputs)
 
 
 def _verify_encoder(models, samples: np.ndarray, audio, outputs) -> EncoderVerifyReport:

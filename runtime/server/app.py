@@ -1,8 +1,9 @@
 """The ASGI app: the endpoint table as Starlette routes, each answered by ``_answer``.
 
-``_answer`` is the one place every request passes: the API key (401), the upload limit on the
-body's stream (413), the handler, every error as an OpenAI error body (a traceback only in the
-server's log), and the request's status and latency in the metrics.
+``_answer`` is the one place every request passes: the API key (401), the upload limit and the
+body timeout on the body's stream (413, 408), the handler, every error as an OpenAI error body (a
+traceback only in the server's log), a client gone mid-request as 499, and the request's status
+and latency in the metrics. ``access.access_logged`` wraps the whole app: one log line a request.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from .context import ClientGone, Server
 from .endpoints import ENDPOINTS, Endpoint
 from .errors import ApiError, from_exception
 from .metrics import CLIENT_CLOSED
-from .uploads import UploadTooLarge, limited, too_large
+from .uploads import BodyTimeout, UploadTooLarge, limited, too_large, too_slow
 
 log = logging.getLogger("oasr")
 
@@ -39,12 +40,16 @@ def create_app(config: ServerConfig, endpoints: tuple[Endpoint, ...] = ENDPOINTS
         return _error_response(from_exception(exc))
 
     app = Starlette(routes=routes, exception_handlers={HTTPException: http_error, Exception: internal_error})
-    return app, server
+    from .access import access_logged
+
+    return access_logged(app), server
 
 
 def _answer(endpoint: Endpoint, server: Server):
-    from starlette.requests import Request
+    from starlette.requests import ClientDisconnect, Request
     from starlette.responses import Response
+
+    from .config import BODY_IDLE_TIMEOUT
 
     config = server.config
 
@@ -52,7 +57,7 @@ def _answer(endpoint: Endpoint, server: Server):
         started = time.perf_counter()
         response = None
         try:
-            request = Request(request.scope, limited(request.receive, config.max_upload_bytes))
+            request = Request(request.scope, limited(request.receive, config.max_upload_bytes, config.body_timeout, BODY_IDLE_TIMEOUT))
             if endpoint.keyed and config.api_key is not None:
                 try:
                     _check_key(request, config.api_key)
@@ -60,11 +65,12 @@ def _answer(endpoint: Endpoint, server: Server):
                     await _discard_body(request)  # a client that sends its whole body first still reads the 401
                     raise
             response = await endpoint.handler(request, server)
-        except ClientGone:
-            response = Response(status_code=CLIENT_CLOSED)  # nobody reads it; the metrics do
-            log.info("%s: the client went away; its request was cancelled", endpoint.path)
+        except (ClientGone, ClientDisconnect):  # gone while it sent its body, or while its work ran
+            response = Response(status_code=CLIENT_CLOSED)  # nobody reads it; the access log and the metrics do
         except UploadTooLarge:
-            response = _error_response(too_large(config.max_upload_bytes))
+            response = _error_response(too_large(config.max_upload_bytes), close=True)
+        except BodyTimeout:
+            response = _error_response(too_slow(config.body_timeout), close=True)
         except Exception as e:
             response = _error_response(from_exception(e))
         finally:
@@ -84,14 +90,19 @@ def _check_key(request, key: str) -> None:
 
 
 async def _discard_body(request) -> None:
+    from starlette.requests import ClientDisconnect
+
     try:
         async for _ in request.stream():
             pass
-    except UploadTooLarge:
+    except (UploadTooLarge, BodyTimeout):
         pass
+    except ClientDisconnect:
+        raise ClientGone from None
 
 
-def _error_response(error: ApiError):
+def _error_response(error: ApiError, *, close: bool = False):
+    """The OpenAI error body; ``close``: the connection is closed after it (the rest of the body is not read)."""
     from starlette.responses import JSONResponse
 
-    return JSONResponse(error.body(), status_code=error.status)
+    return JSONResponse(error.body(), status_code=error.status, headers={"connection": "close"} if close else None)

@@ -28,16 +28,16 @@ async def diarization(request, server):
     options = _options(upload)
     segmenter = server.pool.slot(upload.text("segmentation_model") or SEGMENTATION_MODEL, SEGMENTATION, param="segmentation_model")
     encoder = server.pool.slot(upload.text("embedding_model") or EMBEDDING_MODEL, EMBEDDING, param="embedding_model")
-    samples = await server.decode(upload.audio(), upload.filename)
+    audio = upload.audio()
     device = server.config.device
 
-    def work(models, check):
+    def work(samples, models, check):
         import oasr
 
         segmentation_model, embedding_model = models
         return oasr.diarize(samples, options, segmentation_model=segmentation_model, embedding_model=embedding_model, device=device, progress=check)
 
-    turns = await server.infer(request, [segmenter, encoder], [SEGMENTATION, EMBEDDING], work)
+    turns = await server.infer(request, [segmenter, encoder], [SEGMENTATION, EMBEDDING], server.with_audio(audio, upload.filename, work))
     return respond(dataclasses.replace(turns, source=upload.filename), fmt)
 
 

@@ -2,8 +2,7 @@
 
 A handler is ``async (request, server) -> response``; it raises ``ApiError`` (or lets oasr's
 errors through) and the app answers those in OpenAI's error shape. A new endpoint is its module
-and one entry here, e.g. ``Endpoint("POST", "/v1/audio/speech", speech.speech)`` once
-``oasr tts`` lands, or ``Endpoint("POST", "/v1/audio/separation", separation.separation)``.
+and one entry here (``Endpoint("POST", "/v1/audio/speech", speech.speech)``).
 """
 
 from __future__ import annotations
@@ -11,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Awaitable, Callable
 
-from . import diarization, transcription
+from . import diarization, separation, speech, transcription
 from .errors import ApiError
 
 Handler = Callable[..., Awaitable]
@@ -58,6 +57,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("POST", "/v1/audio/transcriptions", transcription.transcriptions),
     Endpoint("POST", "/v1/audio/translations", transcription.translations),
     Endpoint("POST", "/v1/audio/diarization", diarization.diarization),
+    Endpoint("POST", "/v1/audio/speech", speech.speech),
+    Endpoint("POST", "/v1/audio/separation", separation.separation),
     Endpoint("GET", "/v1/models", list_models),
     Endpoint("GET", "/v1/models/{model:path}", get_model),
     Endpoint("GET", "/health", health, keyed=False),

@@ -5,7 +5,9 @@ A client names a model; no name ever becomes a path. The names are the server's 
 NAME) and the registry's names (``oasr models list``), loaded on first use through
 ``oasr.load_pretrained``, whose process cache (``oasr.loading``) keeps the most recently used
 few. A registry model the oasr cache does not hold yet is refused unless the server was started
-with ``allow_pull`` (a client cannot make the server download).
+with ``allow_pull`` (a client cannot make the server download). OpenAI's own model names
+(``whisper-1``, ``tts-1``, ..., ``OPENAI_NAMES``) and ``auto`` are the served default of the
+endpoint's task: the first ``-m`` model serving it, else the registry's default for it.
 
 ``ModelPool.run`` is the serving policy. Each model has an ``asyncio.Lock``: requests to one model
 queue for it, and the work (loading, then the forward passes) runs in a thread of a pool of
@@ -27,12 +29,20 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from ..errors import InputError
+from ..errors import InputError, OasrError
 from ..tasks import CAPABILITY
 from .config import ServerConfig
 from .errors import ApiError
 
 log = logging.getLogger("oasr")
+
+
+# What OpenAI's clients send as ``model``, by the oasr task of the endpoint; each means this
+# server's default model for that task (a served model of the same name still wins).
+OPENAI_NAMES = {
+    "transcribe": ("whisper-1", "gpt-4o-transcribe", "gpt-4o-mini-transcribe", "gpt-4o-transcribe-diarize"),
+    "tts": ("tts-1", "tts-1-hd", "gpt-4o-mini-tts"),
+}
 
 
 class Cancelled(Exception):
@@ -91,12 +101,28 @@ class ModelPool:
         if not name or not name.strip():
             raise ApiError(400, f"'{param}' is required: a model this server serves (GET /v1/models lists them)", param=param, code="missing_required_parameter")
         found = self.slots.get(name)
+        if found is None and (name == "auto" or name in OPENAI_NAMES.get(task, ())):
+            name = self.default_name(task)
+            found = self.slots.get(name)
         if found is None:
             found = self._registry_slot(name, param)
         if task not in found.tasks:
             does = ", ".join(found.tasks) or "no task this endpoint serves"
             raise ApiError(400, f"model {name!r} serves {does}, not {task}", param=param, code="model_not_supported")
         return found
+
+    def default_name(self, task: str) -> str:
+        """The model ``auto`` and OpenAI's names stand for: the first -m model serving ``task``,
+        else the registry's default for it."""
+        from ..hub.catalog import load_catalog
+
+        for slot in self.slots.values():
+            if slot.pinned is not None and task in slot.tasks:
+                return slot.name
+        try:
+            return load_catalog().default_for(task).name
+        except OasrError:
+            raise ApiError(404, f"this server has no default model for {task}; name one (GET /v1/models lists them)", param="model", code="model_not_found") from None
 
     def _registry_slot(self, name: str, param: str) -> ModelSlot:
         from ..hub.catalog import load_catalog

@@ -12,11 +12,13 @@ from typing import Callable
 
 from ..errors import InputError
 from .app import create_app
-from .config import ServerConfig
+from .config import KEEP_ALIVE_TIMEOUT, ServerConfig
+from .connections import guarded_protocol
 
 log = logging.getLogger("oasr")
 
 BACKLOG = 128
+HEAD_BYTES = 16 * 1024  # a request line and headers larger than this are refused (400)
 
 
 def serve(config: ServerConfig, *, on_ready: Callable[[str], None] | None = None) -> None:
@@ -24,17 +26,22 @@ def serve(config: ServerConfig, *, on_ready: Callable[[str], None] | None = None
     (with port 0, the URL names the port the system picked)."""
     import uvicorn
 
+    logging.getLogger("python_multipart").setLevel(logging.ERROR)  # a malformed form is the client's 400, not lines in our log
     app, server = create_app(config)
     server.pool.load_pinned()
     sock = _listen(config.host, config.port)
     host, port = sock.getsockname()[:2]
     url = f"http://{'[' + host + ']' if ':' in host else host}:{port}"
+    _raise_file_limit()
     uv = uvicorn.Server(
         uvicorn.Config(
             app,
+            http=guarded_protocol(config.header_timeout, config.max_connections),
             log_config=None,  # oasr's logging stays as the caller set it
-            access_log=False,
+            access_log=False,  # oasr's own (server/access.py): no client address, no query string
             lifespan="off",
+            timeout_keep_alive=KEEP_ALIVE_TIMEOUT,
+            h11_max_incomplete_event_size=HEAD_BYTES,
             timeout_graceful_shutdown=int(config.timeout) + 1,
         )
     )
@@ -62,6 +69,20 @@ def _sigterm_stops():
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def _raise_file_limit() -> None:
+    """The soft limit on open files up to the hard one (or enough for the connection limit and
+    the models' files), so connections are refused by the limit, not by a failed accept."""
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        want = hard if hard != resource.RLIM_INFINITY else max(soft, 65536)
+        if soft != resource.RLIM_INFINITY and soft < want:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+    except (ImportError, ValueError, OSError):  # not POSIX, or not allowed: keep what there is
+        pass
 
 
 def _listen(host: str, port: int) -> socket.socket:

@@ -42,15 +42,15 @@ async def _speech(request, server, task: str):
     words = "word" in upload.choices(GRANULARITY_FIELDS, GRANULARITIES)
     options = request_options(upload, task, words)
     slot = server.pool.slot(upload.text("model"), "transcribe")
-    samples = await server.decode(upload.audio(), upload.filename)
+    audio = upload.audio()
     config = server.config
 
-    def work(models, check):
+    def work(samples, models, check):
         import oasr
 
         return oasr.transcribe(samples, models[0], options, device=config.device, dtype=config.dtype, progress=check)
 
-    transcript = await server.infer(request, [slot], ["transcribe"], work)
+    transcript = await server.infer(request, [slot], ["transcribe"], server.with_audio(audio, upload.filename, work))
     return respond(dataclasses.replace(transcript, source=upload.filename), fmt, task, words)
 
 

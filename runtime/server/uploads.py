@@ -3,13 +3,16 @@
 ``limited(receive, limit)`` wraps an ASGI ``receive``: once more than ``limit`` body bytes have
 come, it reads (and drops) what the client is still sending, up to ``DRAIN_BYTES`` more, so the
 413 reaches a client that writes its whole body before it reads the answer, then raises
-``UploadTooLarge``. Nothing past the limit is kept. ``read_upload`` parses the multipart form
+``UploadTooLarge``. Nothing past the limit is kept. With a ``timeout``, a body that is not all in
+``timeout`` seconds after its first read, or that pauses ``idle`` seconds, raises ``BodyTimeout``
+(a client dribbling a byte at a time holds a connection no longer than that). ``read_upload`` parses the multipart form
 into a plain ``Upload``: the one ``file`` field's bytes, its base name (a label in results, never
 a path: nothing a client sends reaches the file system), and the text fields.
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
 import re
 from dataclasses import dataclass, field
@@ -27,18 +30,35 @@ class UploadTooLarge(Exception):
     pass
 
 
-def limited(receive: Receive, limit: int) -> Receive:
-    total = 0
+class BodyTimeout(Exception):
+    pass
+
+
+def limited(receive: Receive, limit: int, timeout: float | None = None, idle: float | None = None) -> Receive:
+    total, complete, deadline = 0, False, None
+
+    async def bounded() -> dict:
+        nonlocal deadline
+        if complete or timeout is None:  # the body is in: what comes next is the disconnect, whenever
+            return await receive()
+        now = asyncio.get_running_loop().time()
+        deadline = now + timeout if deadline is None else deadline
+        wait = max(0.0, min(deadline - now, idle if idle is not None else timeout))
+        try:
+            return await asyncio.wait_for(receive(), wait)
+        except asyncio.TimeoutError:
+            raise BodyTimeout from None
 
     async def wrapped() -> dict:
-        nonlocal total
-        message = await receive()
+        nonlocal total, complete
+        message = await bounded()
         if message["type"] == "http.request":
+            complete = not message.get("more_body", False)
             total += len(message.get("body", b""))
             if total > limit:
                 drained, more = 0, message.get("more_body", False)
                 while more and drained < DRAIN_BYTES:
-                    rest = await receive()
+                    rest = await bounded()
                     if rest["type"] != "http.request":
                         break
                     drained += len(rest.get("body", b""))
@@ -47,6 +67,10 @@ def limited(receive: Receive, limit: int) -> Receive:
         return message
 
     return wrapped
+
+
+def too_slow(timeout: float) -> ApiError:
+    return ApiError(408, f"the request body did not arrive within this server's {timeout:g} s (--body-timeout)", code="request_timeout")
 
 
 def too_large(limit: int) -> ApiError:

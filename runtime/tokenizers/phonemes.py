@@ -134,9 +134,12 @@ class PiperPhonemes:
                 yield Sentence(text, tuple(piece))
 
     @staticmethod
-    def from_phonemes(line: str) -> Sentence:
-        """Phonemes given as they are (``--phonemes``): code points after NFD, as Piper splits them."""
-        return Sentence(line, tuple(unicodedata.normalize("NFD", line.strip())))
+    def from_phonemes(line: str) -> Iterator[Sentence]:
+        """Phonemes given as they are (``--phonemes``): code points after NFD, as Piper splits them,
+        a line past ``MAX_SENTENCE_PHONEMES`` cut as long text is (the network's memory grows
+        with the square of its input)."""
+        for piece in split_long(list(unicodedata.normalize("NFD", line.strip()))):
+            yield Sentence(line, tuple(piece))
 
     # -- ids -------------------------------------------------------------------------------
 

@@ -154,7 +154,7 @@ def test_hub_steps_show_on_a_terminal_and_nowhere_else(cli, monkeypatch, wavs):
     code, _, err = cli("transcribe", "-m", "m", wavs[0])  # stderr is no terminal here
     assert code == 0 and err == "" and loader.progress == [None]
 
-    monkeypatch.setattr(output, "use_color", lambda stream: True)  # as on a terminal
+    monkeypatch.setattr(output, "on_terminal", lambda stream=None: True)  # as on a terminal
     monkeypatch.delenv("NO_COLOR", raising=False)
     code, _, err = cli("transcribe", "-m", "m", wavs[0])
     assert code == 0 and callable(loader.progress[-1])
@@ -175,7 +175,7 @@ def test_models_pull_shows_the_same_steps(cli, monkeypatch):
         return Path("/cache/bundles") / name
 
     monkeypatch.setattr(resolve, "resolve_model", fake_resolve)
-    monkeypatch.setattr(output, "use_color", lambda stream: True)
+    monkeypatch.setattr(output, "on_terminal", lambda stream=None: True)
     monkeypatch.delenv("NO_COLOR", raising=False)
     code, out, err = cli("models", "pull", "tiny-test")
     assert code == 0 and out.strip() == "/cache/bundles/tiny-test"

@@ -58,7 +58,7 @@ def test_explicit_architecture_overrides_detection(tmp_path):
 def test_unknown_architecture_lists_the_choices(tmp_path):
     write_hf_config(tmp_path / "hf")
     with pytest.raises(DetectionError, match="neither a converter .*ctranslate2.* nor an architecture .*whisper"):
-        pick_converter(tmp_path / "hf", "conformer")
+        pick_converter(tmp_path / "hf", "no-such-architecture")
 
 
 def test_unrecognised_directory_raises_saying_what_was_looked_for(tmp_path):

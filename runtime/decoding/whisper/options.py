@@ -37,6 +37,7 @@ class WhisperDecoding:
     no_speech_threshold: float | None = 0.6  # no-speech probability above this (and low logprob): silence
     condition_on_previous_text: bool = True  # prompt each window with the text before it
     initial_prompt: str | None = None  # text to prompt the first window with (names, spelling, style)
+    hotwords: str | None = None  # faster-whisper's: words put in every window's prompt, before the previous text
     suppress_tokens: tuple[int, ...] = (-1,)  # never emitted; -1 stands for the non-speech symbol set
     suppress_blank: bool = True  # no leading space or end-of-text at the start of a window
     without_timestamps: bool = False  # decode text only (segments then span whole windows)

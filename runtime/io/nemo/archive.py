@@ -65,12 +65,44 @@ def _kind(member: tarfile.TarInfo) -> str:
     return "not a regular file"
 
 
+EXTRACT_PREFIX = "oasr-nemo-"
+
+
+def sweep_orphans(folder: str | None = None) -> list[Path]:
+    """Remove the extraction folders (``oasr-nemo-<pid>-*``) in the temporary folder whose process
+    is gone (killed before it could clean up: a real model leaves gigabytes); those removed."""
+    root = Path(folder or tempfile.gettempdir())
+    removed = []
+    try:
+        entries = list(os.scandir(root))
+    except OSError:
+        return removed
+    for entry in entries:
+        pid = entry.name[len(EXTRACT_PREFIX):].split("-", 1)[0] if entry.name.startswith(EXTRACT_PREFIX) else ""
+        if pid.isdigit() and entry.is_dir(follow_symlinks=False) and not _alive(int(pid)):
+            shutil.rmtree(entry.path, ignore_errors=True)
+            removed.append(Path(entry.path))
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's: alive
+        return True
+    return True
+
+
 class NemoArchive:
     """The checked, extracted members of one ``.nemo`` file. ``folder`` holds them while open."""
 
     def __init__(self, path: Path):
         self.path = Path(path)
-        self._tmp = tempfile.TemporaryDirectory(prefix="oasr-nemo-")  # its finaliser removes it at collection too
+        sweep_orphans()
+        # Named for this process, so a later run can tell it from a live one's; its finaliser removes it at collection too.
+        self._tmp = tempfile.TemporaryDirectory(prefix=f"{EXTRACT_PREFIX}{os.getpid()}-")
         self.folder = Path(self._tmp.name)
         self.members: list[str] = []
         try:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import ConversionError
+from ..config_size import MAX_STRING, MAX_VALUES, expanded_size
 from ..files import inside
 
 MAX_CONFIG_BYTES = 16 << 20  # a model config is a few kilobytes; anything this large is not one
@@ -69,7 +70,15 @@ def artifact(folder: Path, value: Any, what: str) -> Path | None:
 
 def resolve_references(root: dict[str, Any], where: str) -> dict[str, Any]:
     """A copy of ``root`` with every ``${a.b}`` (absolute) and ``${..b}`` (relative) reference
-    replaced by what it names; a reference to nothing is an error naming it."""
+    replaced by what it names; a reference to nothing is an error naming it.
+
+    Linear in the config: its size with every alias expanded is bounded first (``config_size``),
+    each reference is resolved once (memoised by its text and where it stands), a resolved string
+    longer than ``MAX_STRING`` and a config past ``MAX_VALUES`` with the containers references name
+    are refused."""
+    sizes: dict = {}
+    total = [expanded_size(root, where, ConversionError, memo=sizes)]
+    resolved: dict = {}
 
     def walk(node: Any, path: tuple, depth: int) -> Any:
         if depth > 64:
@@ -79,27 +88,52 @@ def resolve_references(root: dict[str, Any], where: str) -> dict[str, Any]:
         if isinstance(node, list):
             return [walk(v, (*path, i), depth + 1) for i, v in enumerate(node)]
         if isinstance(node, str) and "${" in node:
-            return _substitute(root, node, path[:-1], where, 0)
+            return _substitute(root, node, path[:-1], where, 0, resolved, lambda value: _count(value, where, sizes, total))
         return node
 
     return walk(root, (), 0)
 
 
-def _substitute(root: dict, text: str, parent: tuple, where: str, hops: int) -> Any:
+def _count(value: Any, where: str, sizes: dict, total: list) -> None:
+    """A value a reference stands for, added to the config's size (a container named N times is N copies)."""
+    if isinstance(value, str) and len(value) > MAX_STRING:
+        raise ConversionError(f"{where}: a reference resolves to a string of more than {MAX_STRING} characters")
+    if isinstance(value, (dict, list)):
+        total[0] += expanded_size(value, where, ConversionError, memo=sizes)
+        if total[0] > MAX_VALUES:
+            raise ConversionError(f"{where}: the config expands to more than {MAX_VALUES} values (aliases or references named inside each other)")
+
+
+def _substitute(root: dict, text: str, parent: tuple, where: str, hops: int, resolved: dict, count) -> Any:
     if hops > 16:
         raise ConversionError(f"{where}: the reference {text!r} goes round in a loop")
+    key = (text, parent)
+    if key in resolved:
+        value = resolved[key]
+        count(value)
+        return value
     whole = _REFERENCE.fullmatch(text)
     if whole:  # a value that is one reference keeps the type of what it names
         value, at = _lookup(root, whole.group(1).strip(), parent, where)
-        return _substitute(root, value, at, where, hops + 1) if isinstance(value, str) and "${" in value else value
-
-    def one(m: re.Match) -> str:
-        value, at = _lookup(root, m.group(1).strip(), parent, where)
         if isinstance(value, str) and "${" in value:
-            value = _substitute(root, value, at, where, hops + 1)
-        return str(value)
+            value = _substitute(root, value, at, where, hops + 1, resolved, count)
+        else:
+            count(value)
+    else:
 
-    return _REFERENCE.sub(one, text)
+        def one(m: re.Match) -> str:
+            value, at = _lookup(root, m.group(1).strip(), parent, where)
+            if isinstance(value, str) and "${" in value:
+                value = _substitute(root, value, at, where, hops + 1, resolved, count)
+            value = str(value)
+            if len(value) > MAX_STRING:
+                raise ConversionError(f"{where}: a reference resolves to a string of more than {MAX_STRING} characters")
+            return value
+
+        value = _REFERENCE.sub(one, text)
+        count(value)
+    resolved[key] = value
+    return value
 
 
 def _lookup(root: dict, ref: str, parent: tuple, where: str) -> tuple[Any, tuple]:

@@ -19,6 +19,7 @@ from typing import Any
 
 from ...errors import ConversionError, UnsafeCheckpointError
 from ..checkpoint import load_torch_file
+from ..config_size import MAX_VALUES
 
 class Opaque:
     """An object of a class oasr does not know: the arguments and state it was rebuilt with."""
@@ -84,19 +85,25 @@ def load_torch_pickle(path: Path) -> Any:
             raise
 
 
-def plain(obj: Any, depth: int = 0) -> Any:
-    """OmegaConf stand-ins as plain dicts, lists and values; containers walked; others as they are."""
+def plain(obj: Any, depth: int = 0, _made: list | None = None) -> Any:
+    """OmegaConf stand-ins as plain dicts, lists and values; containers walked; others as they are.
+    A pickle can name one object from many places: past ``MAX_VALUES`` values made, the config
+    is refused rather than copied without end."""
+    made = [0] if _made is None else _made
+    made[0] += 1
+    if made[0] > MAX_VALUES:
+        raise ConversionError(f"the checkpoint's config expands to more than {MAX_VALUES} values (objects named inside each other)")
     if depth > 100:
         raise ConversionError("the checkpoint's config nests more than 100 levels deep")
     if isinstance(obj, _OmegaContainer):
         content = _state(obj).get("_content")
-        return plain(content, depth + 1)
+        return plain(content, depth + 1, made)
     if isinstance(obj, _OmegaValue):
-        return plain(_state(obj).get("_val"), depth + 1)
+        return plain(_state(obj).get("_val"), depth + 1, made)
     if isinstance(obj, dict):
-        return {plain(k, depth + 1): plain(v, depth + 1) for k, v in obj.items()}
+        return {plain(k, depth + 1, made): plain(v, depth + 1, made) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [plain(v, depth + 1) for v in obj]
+        return [plain(v, depth + 1, made) for v in obj]
     return obj
 
 

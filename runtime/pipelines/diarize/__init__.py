@@ -4,13 +4,14 @@ pyannote 3.1's recipe, step by step:
 
 1. ``segmentation``: the segmentation model (pyannote segmentation-3.0) over 10 s windows every
    ``step`` seconds gives each window's local speakers (up to 3, two at once);
-2. ``local``: one GE2E embedding per (window, local speaker), on its frames without overlap;
+2. ``local``: one speaker embedding (GE2E by default) per (window, local speaker), on its
+   frames without overlap;
 3. ``clustering.cluster_local_speakers``: the local speakers clustered across windows, never two
    of one window together;
 4. ``reconstruct``: the windows aggregated back, frame by frame, keeping as many speakers per
    frame as the segmentation counted there (one with ``exclusive``).
 
-30 s of audio take about a second on two CPU cores (benchmarks/diarize.py).
+Time and memory: benchmarks/diarize.py (whole processes, per encoder).
 """
 
 from __future__ import annotations
@@ -33,7 +34,22 @@ log = logging.getLogger("oasr")
 Progress = Callable[[float, float], None]
 
 SEGMENTATION_MODEL = "pyannote-segmentation-3.0"  # the registry names used when no model is given
+# GE2E stays the default: CAM++ won on trn01-trn09 (pooled DER 17.9% against ECAPA-TDNN's 18.9%)
+# but did not hold on the unseen files (sample.wav one speaker, DER 59.7%; dev00+dev01 42.8%),
+# where GE2E gives 6.0% and 38.9%. campplus-zh-en and ecapa-voxceleb run by name (issue 29).
 EMBEDDING_MODEL = "ge2e-speaker"
+
+# (threshold, min_cluster_size) per encoder architecture, where DiarizeOptions leaves them None:
+# each tuned by pooled DER on AMI trn01-trn09 only (benchmarks/diarize_tune.py --grid).
+TUNED = {"ge2e": (0.25, 2), "campplus": (0.65, 1), "ecapa-tdnn": (0.4, 2)}
+FALLBACK = (0.5, 2)  # an encoder not tuned here (WeSpeaker: no trained weights were reachable)
+
+
+def clustering_settings(options: DiarizeOptions, architecture: str) -> tuple[float, int]:
+    """The (threshold, min_cluster_size) a diarization with ``architecture``'s embeddings uses."""
+    threshold, size = TUNED.get(architecture, FALLBACK)
+    return (threshold if options.threshold is None else options.threshold,
+            size if options.min_cluster_size is None else options.min_cluster_size)
 
 
 def diarize(
@@ -46,7 +62,7 @@ def diarize(
     progress: Progress | None = None,
 ) -> SpeakerTurns:
     """Speaker turns of ``audio`` (a path, ``"-"`` for stdin, encoded bytes, or mono float32
-    samples at 16 kHz), labelled ``SPEAKER_00``, ``SPEAKER_01``... in order of first speech. Turns
+    samples at 16 kHz), labelled ``options.speaker_names`` then ``SPEAKER_NN`` in order of first speech. Turns
     of different speakers may overlap (not with ``options.exclusive``).
 
     ``segmentation_model`` / ``embedding_model``: LoadedModels, registry names or paths (loaded
@@ -59,6 +75,8 @@ def diarize(
     samples, source = read_audio(audio, SAMPLE_RATE)
     duration = len(samples) / SAMPLE_RATE
     segmenter, encoder = load_models(segmentation_model, embedding_model, device=device)
+    threshold, size = clustering_settings(options, encoder.architecture)
+    options = dataclasses.replace(options, threshold=threshold, min_cluster_size=size)  # as run, in the provenance too
     provenance = encoder.result_provenance(options)  # the speaker model decides who is who
     identity = {k: getattr(segmenter.identity, k) for k in ("requested", "source", "bundle_sha256", "revision")}
     provenance = dataclasses.replace(provenance, options={**provenance.options, "segmentation_model": identity})
@@ -112,4 +130,7 @@ def turns_of(seg, embeddings: np.ndarray, reliable: np.ndarray, options: Diarize
     binary = reconstruct.binarize(activations, count)
     # Filling a pause could overlap the next speaker's turn: the exclusive view keeps its pauses.
     min_gap = 0.0 if options.exclusive else reconstruct.MIN_GAP
-    return reconstruct.turns_from_frames(binary, seg, SAMPLE_RATE, duration, min_gap)
+    turns = reconstruct.turns_from_frames(binary, seg, SAMPLE_RATE, duration, min_gap, options.speaker_names)
+    if len({t.speaker for t in turns}) > len(options.speaker_names) > 0:
+        log.warning("%d speakers found, %d named: the others keep SPEAKER_NN labels", len({t.speaker for t in turns}), len(options.speaker_names))
+    return turns

@@ -27,10 +27,15 @@ def _bounds(n: int, num: int | None, low: int, high: int | None) -> tuple[int, i
     return min(low, high), high
 
 
+LINKAGE = "average"  # or "centroid" (pyannote 3.1's), "complete"; benchmarks/diarize_tune.py compares them
+
+
 def agglomerative(
     embeddings: np.ndarray, threshold: float, *, num: int | None = None, low: int = 1, high: int | None = None
 ) -> np.ndarray:
-    """Average-linkage clustering on cosine distance: merges stop at ``threshold`` (0..2).
+    """Agglomerative clustering (``LINKAGE``) on cosine distance: merges stop at ``threshold`` (0..2).
+    Centroid linkage runs on the unit vectors' Euclidean distance, where a cosine distance d is
+    sqrt(2 d).
 
     embeddings [N, E] -> labels [N]. When the threshold gives fewer than ``low`` or more than
     ``high`` clusters (or ``num`` is given), the dendrogram is cut at that count instead.
@@ -41,8 +46,12 @@ def agglomerative(
     if n < 2:
         return np.zeros(n, dtype=np.int64)
     lo, hi = _bounds(n, num, low, high)
-    tree = linkage(embeddings, method="average", metric="cosine")
-    labels = fcluster(tree, t=threshold, criterion="distance")
+    if LINKAGE == "centroid":
+        tree = linkage(_normalised(embeddings), method="centroid", metric="euclidean")
+        labels = fcluster(tree, t=float(np.sqrt(2 * threshold)), criterion="distance")
+    else:
+        tree = linkage(embeddings, method=LINKAGE, metric="cosine")
+        labels = fcluster(tree, t=threshold, criterion="distance")
     k = len(np.unique(labels))
     if not lo <= k <= hi:
         labels = fcluster(tree, t=min(max(k, lo), hi), criterion="maxclust")

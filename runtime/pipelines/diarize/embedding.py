@@ -1,9 +1,10 @@
-"""Speaker embeddings: the GE2E encoder (offline default) or a WeSpeaker ResNet, by the bundle's architecture.
+"""Speaker embeddings: GE2E, ECAPA-TDNN, CAM++ or a WeSpeaker ResNet, by the bundle's architecture.
 
 ``uses_frame_weights(encoder)`` tells which way a diarization embeds a local speaker: GE2E on
-that speaker's samples joined (``embed_segments``), WeSpeaker on the whole window with the
-speaker's frames as the statistics-pooling weights (``embed_weighted_windows``), as pyannote 3.1
-calls ``pyannote/wespeaker-voxceleb-resnet34-LM``.
+that speaker's samples joined (``embed_segments``), an utterance encoder (ECAPA-TDNN, CAM++:
+``uses_utterances``) the same way, one utterance at a time (``embed_utterances``), WeSpeaker on
+the whole window with the speaker's frames as the statistics-pooling weights
+(``embed_weighted_windows``), as pyannote 3.1 calls ``pyannote/wespeaker-voxceleb-resnet34-LM``.
 
 GE2E, computed as Resemblyzer's ``VoiceEncoder.embed_utterance``.
 
@@ -173,6 +174,37 @@ def embed_segments(
             embeds.index_add_(0, torch.tensor(owners), torch.cat(partials))
     # The mean's direction is the sum's; normalising once gives Resemblyzer's mean-then-normalise.
     return torch.nn.functional.normalize(embeds, dim=1, eps=1e-12).numpy()
+
+
+def uses_utterances(encoder: Any) -> bool:
+    """True for an encoder that embeds one utterance of any length at a time (ECAPA-TDNN, CAM++)."""
+    return hasattr(getattr(encoder, "model", None), "embed_utterance")
+
+
+def embed_utterances(pieces: Sequence[np.ndarray], model: Any) -> np.ndarray:
+    """n utterances (16 kHz mono float32 samples each) -> [n, E] L2-normalised embeddings, NaN
+    rows for utterances shorter than the encoder's front end and convolutions take.
+
+    Each utterance goes through alone (its front end normalises over the utterance, as the
+    references compute it). An encoder carrying the training embeddings' mean (SpeechBrain's
+    ``mean_var_norm_emb``) has it subtracted first, as SpeechBrain's ``normalize=True`` does."""
+    loaded = load_pretrained(model, task="speaker-embedding")
+    encoder = loaded.model
+    if not uses_utterances(loaded):
+        raise InputError(f"{loaded.architecture} does not embed utterances one at a time: use embed_segments")
+    shortest = (encoder.min_frames() + 1) * loaded.feature_spec.hop_length + loaded.feature_spec.n_fft
+    mean = getattr(encoder, "embedding_mean", None)
+    device = next(encoder.parameters()).device
+    out = np.full((len(pieces), encoder.config.embedding_size), np.nan, dtype=np.float32)
+    with torch.inference_mode():
+        for i, piece in enumerate(pieces):
+            if len(piece) < shortest:
+                continue
+            e = encoder.embed_utterance(torch.from_numpy(np.ascontiguousarray(piece, dtype=np.float32)).to(device)).float()
+            if mean is not None:
+                e = e - mean.float()
+            out[i] = torch.nn.functional.normalize(e, dim=0, eps=1e-12).cpu().numpy()
+    return out
 
 
 WESPEAKER = "wespeaker-resnet"  # the architecture that embeds windows with per-frame weights

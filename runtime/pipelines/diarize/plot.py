@@ -24,8 +24,9 @@ def _lanes(ax, turns: Sequence[SpeakerTurn], base: int, colour_of) -> list[str]:
     return speakers
 
 
-def timeline_png(turns: SpeakerTurns, reference: Sequence[SpeakerTurn] | None = None) -> bytes:
-    """The PNG bytes: the hypothesis lanes on top, the reference's (if given) beneath a divider."""
+def timeline_png(turns: SpeakerTurns, reference: Sequence[SpeakerTurn] | None = None, name: str | None = None) -> bytes:
+    """The PNG bytes: the hypothesis lanes on top, the reference's (if given) beneath a divider;
+    the title names ``name`` (else the turns' source file)."""
     require_matplotlib()
     from matplotlib import colormaps
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -38,19 +39,19 @@ def timeline_png(turns: SpeakerTurns, reference: Sequence[SpeakerTurn] | None = 
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     hyp_colours, ref_colours = colormaps["tab10"], colormaps["Set2"]
-    ref_names = _lanes(ax, ref, 0, ref_colours) if ref else []
-    hyp_names = _lanes(ax, turns.turns, n_ref, hyp_colours)
-    labels = [f"ref {s}" for s in ref_names] + list(hyp_names)
+    hyp_names = _lanes(ax, turns.turns, 0, hyp_colours)  # lanes from 0, the top once the axis is inverted
+    ref_names = _lanes(ax, ref, len(hyp_names), ref_colours) if ref else []
+    labels = list(hyp_names) + [f"ref {s}" for s in ref_names]
     ax.set_yticks([i + 0.5 for i in range(len(labels))], labels)
     if ref:
-        ax.axhline(n_ref, color="black", linewidth=0.8)
+        ax.axhline(len(hyp_names), color="black", linewidth=0.8)
     end = max([turns.duration, *(t.end for t in ref)]) or 1.0
     ax.set_xlim(0, end)
     ax.set_ylim(0, max(len(labels), 1))
     ax.invert_yaxis()  # the hypothesis on top
     ax.set_xlabel("time (s)")
     ax.grid(axis="x", alpha=0.3)
-    title = f"{turns.source or 'audio'}: {n_hyp} speaker(s), {len(turns.turns)} turn(s)"
+    title = f"{name or turns.source or 'audio'}: {n_hyp} speaker(s), {len(turns.turns)} turn(s)"
     ax.set_title(title + (f"; reference beneath ({n_ref} speaker(s))" if ref else ""))
     fig.tight_layout()
     out = io.BytesIO()

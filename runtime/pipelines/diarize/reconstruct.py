@@ -62,10 +62,10 @@ def binarize(activations: np.ndarray, count: np.ndarray) -> np.ndarray:
 
 
 def turns_from_frames(
-    binary: np.ndarray, seg: Segmentation, sample_rate: int, duration: float, min_gap: float = MIN_GAP
+    binary: np.ndarray, seg: Segmentation, sample_rate: int, duration: float, min_gap: float = MIN_GAP, names: tuple[str, ...] = ()
 ) -> list[SpeakerTurn]:
-    """[F, S] 0/1 -> turns sorted by start, speakers named in order of first speech; a speaker's
-    turns less than ``min_gap`` seconds apart are joined."""
+    """[F, S] 0/1 -> turns sorted by start, speakers named in order of first speech (``names``
+    first, then SPEAKER_NN); a speaker's turns less than ``min_gap`` seconds apart are joined."""
     half = seg.frame_step / 2
     runs = []
     for s in range(binary.shape[1]):
@@ -83,7 +83,8 @@ def turns_from_frames(
                 last = len(runs)
                 runs.append((start, end, s))
     runs.sort()
-    names: dict[int, str] = {}
+    labels: dict[int, str] = {}
     for _, _, s in runs:
-        names.setdefault(s, f"SPEAKER_{len(names):02d}")
-    return [SpeakerTurn(round(a, 3), round(b, 3), names[s]) for a, b, s in runs]
+        if s not in labels:
+            labels[s] = names[len(labels)] if len(labels) < len(names) else f"SPEAKER_{len(labels):02d}"
+    return [SpeakerTurn(round(a, 3), round(b, 3), labels[s]) for a, b, s in runs]

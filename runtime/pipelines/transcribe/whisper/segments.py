@@ -85,8 +85,9 @@ class Recording:
     """Where decoded times land: the recording's clock (through the VAD's speech map, when one ran),
     within its duration; and the progress reported on it."""
 
-    def __init__(self, speech_map, duration: float, geometry: Geometry, progress):
+    def __init__(self, speech_map, duration: float, geometry: Geometry, progress, on_segment=None):
         self.speech_map, self.duration, self.geometry, self.progress = speech_map, duration, geometry, progress
+        self.on_segment = on_segment  # hears each segment as it is made (final: none is dropped later)
 
     def done(self, seek: int) -> None:
         """The decoded audio is done up to mel frame ``seek``."""
@@ -106,11 +107,11 @@ class Recording:
                 words = [self._map_word(w) for w in words]
                 start, end = words[0].start, words[-1].end
             else:
-                start, end = m.to_original(start), m.to_original(end, is_end=True)
+                start, end = _inside_one_region(m, start, end)
             seek = round(m.to_original(g.seconds(seek)) * g.sample_rate / g.hop)
         start = min(max(start, 0.0), self.duration)
         end = min(max(end, start), self.duration)
-        return Segment(
+        segment = Segment(
             id=index,
             start=round(start, 3),
             end=round(end, 3),
@@ -123,6 +124,9 @@ class Recording:
             compression_ratio=result.compression_ratio,
             no_speech_prob=result.no_speech_prob,
         )
+        if self.on_segment is not None:
+            self.on_segment(segment)
+        return segment
 
     def _map_word(self, word: Word) -> Word:
         m = self.speech_map
@@ -130,3 +134,16 @@ class Recording:
         return dataclasses.replace(
             word, start=m.to_original(word.start, region=region), end=m.to_original(word.end, region=region)
         )
+
+
+def _inside_one_region(m, start: float, end: float) -> tuple[float, float]:
+    """A segment's times (on the joined speech) in the recording's clock, kept inside one VAD
+    region: one that crosses a seam would otherwise stretch over the silence cut out there (its
+    end landing in the next region); it keeps the region holding most of it."""
+    first, last = m.region(start), m.region(end, is_end=True)
+    if first == last:
+        return m.to_original(start, region=first), m.to_original(end, is_end=True, region=last)
+    seam = m.joined[first] + m.lengths[first]
+    if seam - start >= end - m.joined[last]:
+        return m.to_original(start, region=first), m.original[first] + m.lengths[first]
+    return m.original[last], m.to_original(end, is_end=True, region=last)

@@ -1,0 +1,1 @@
+"""The ``speech_llm`` decoding family: an audio-conditioned language model's prompt (prompt.py), greedy and beam search (search.py), its options (options.py) and its quantization check (verify.py)."""

@@ -1,0 +1,113 @@
+"""safetensors files as memory-mapped tensors: nothing copied, pages read when a tensor is.
+
+A large checkpoint's shards can then be held together without their bytes resident: the kernel
+reads a tensor's pages when it is used and may drop them again (they are clean, backed by the
+file). ``read_streamed`` copies tensor by tensor out of such a mapping into memory of the wanted
+dtype, giving each tensor's source pages back once it is copied, so a load peaks at the result's
+bytes plus one tensor, not at the file's size on top of it.
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import struct
+import warnings
+from pathlib import Path
+from typing import Callable, Iterator
+
+import torch
+
+from ..errors import ConversionError
+
+_DTYPES = {
+    "F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
+    "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8, "BOOL": torch.bool,
+}
+MAX_HEADER = 100 << 20  # safetensors' own limit on the JSON header
+
+
+def _header(file: Path, error: type[Exception]) -> tuple[int, dict]:
+    try:
+        with open(file, "rb") as f:
+            (size,) = struct.unpack("<Q", f.read(8))
+            if size > MAX_HEADER:
+                raise ValueError(f"a {size}-byte header")
+            header = json.loads(f.read(size))
+        if not isinstance(header, dict):
+            raise ValueError("the header is not an object")
+    except (OSError, ValueError, struct.error, UnicodeDecodeError, RecursionError) as e:
+        raise error(f"{file} is truncated or corrupted: {e}") from e
+    header.pop("__metadata__", None)
+    return 8 + size, header
+
+
+def safetensors_names(file: Path) -> list[str]:
+    """The tensor names a safetensors file holds (its header only)."""
+    return list(_header(Path(file), ConversionError)[1])
+
+
+def _entries(file: Path, error: type[Exception]) -> Iterator[tuple[str, torch.dtype, list[int], int, int]]:
+    start, header = _header(file, error)
+    length = file.stat().st_size
+    for name, info in header.items():
+        try:
+            dtype = _DTYPES[info["dtype"]]
+            shape = [int(n) for n in info["shape"]]
+            begin, end = (int(n) for n in info["data_offsets"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise error(f"{file}: the entry of {name} is malformed ({e!r})") from e
+        count = 1
+        for n in shape:
+            count *= n
+        if not (0 <= begin <= end and start + end <= length) or end - begin != count * torch.empty(0, dtype=dtype).element_size():
+            raise error(f"{file} is truncated or corrupted: {name}'s bytes lie outside the file or disagree with its shape")
+        yield name, dtype, shape, start + begin, start + end
+
+
+def map_safetensors(file: Path, error: type[Exception] = ConversionError) -> dict[str, torch.Tensor]:
+    """Every tensor of ``file`` as a view of one private read-only mapping of it (no copy)."""
+    file = Path(file)
+    entries = list(_entries(file, error))
+    size = file.stat().st_size
+    storage = torch.UntypedStorage.from_file(str(file), shared=False, nbytes=size) if size else None
+    out = {}
+    for name, dtype, shape, begin, end in entries:
+        raw = torch.empty(0, dtype=torch.uint8).set_(storage, begin, (end - begin,)) if end > begin else torch.empty(0, dtype=torch.uint8)
+        if begin % raw.new_empty(0, dtype=dtype).element_size():
+            raw = raw.clone()  # an unaligned entry: views need aligned offsets
+        out[name] = raw.view(dtype).view(shape)
+    return out
+
+
+def read_streamed(file: Path, convert: Callable[[str, torch.Tensor], torch.Tensor], error: type[Exception]) -> dict[str, torch.Tensor]:
+    """Every tensor of ``file``, each passed through ``convert(name, mapped view)`` (which must
+    return a tensor of its own memory, a cast or a copy) and its mapped pages dropped after."""
+    file = Path(file)
+    entries = list(_entries(file, error))
+    out = {}
+    with open(file, "rb") as f:
+        if file.stat().st_size == 0:
+            return out
+        view = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        try:
+            page = mmap.PAGESIZE
+            for name, dtype, shape, begin, end in entries:
+                with warnings.catch_warnings():  # read-only: the views are only read, then copied
+                    warnings.simplefilter("ignore")
+                    raw = torch.frombuffer(view, dtype=torch.uint8, count=end - begin, offset=begin) if end > begin else torch.empty(0, dtype=torch.uint8)
+                tensor = raw.clone() if begin % torch.empty(0, dtype=dtype).element_size() else raw
+                result = convert(name, tensor.view(dtype).view(shape))
+                if result.untyped_storage().data_ptr() == tensor.untyped_storage().data_ptr():
+                    result = result.clone()  # never keep a view of the mapping
+                out[name] = result
+                del raw, tensor
+                lo = begin // page * page
+                if end > lo and hasattr(view, "madvise"):
+                    view.madvise(mmap.MADV_DONTNEED, lo, end - lo)
+        finally:
+            try:
+                view.close()
+            except BufferError:  # a view still exported: the mapping goes with it
+                pass
+    return out
