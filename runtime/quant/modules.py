@@ -16,6 +16,7 @@ bundle; the prepacked copy is not part of it.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import logging
 import threading
@@ -228,6 +229,24 @@ def pack_ahead(model: nn.Module) -> None:
 
     def pack() -> None:
         for module in pending:  # the kernel its first call will want: oneDNN's for long inputs
+            if _exiting.is_set():
+                return
             module._kernel(module._wide_rows if module._wide is _PENDING else 1)
 
-    threading.Thread(target=pack, name="oasr-int8-pack", daemon=True).start()
+    thread = threading.Thread(target=pack, name="oasr-int8-pack", daemon=True)
+    _packers.append(thread)
+    thread.start()
+
+
+# A daemon thread still inside a torch kernel when the interpreter exits aborts the process
+# ("terminate called without an active exception"): a process that loads a quantized model and
+# exits at once (an error after loading, a short script) waits for the layer being packed.
+_exiting = threading.Event()
+_packers: list[threading.Thread] = []
+
+
+@atexit.register
+def _stop_packing() -> None:
+    _exiting.set()
+    for thread in _packers:
+        thread.join()

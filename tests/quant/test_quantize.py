@@ -218,6 +218,31 @@ def test_weights_are_packed_ahead_on_a_helper_thread(tiny_int8):
     assert torch.equal(_logits(lazy), ahead)
 
 
+_EXIT_WHILE_PACKING = """
+import sys, torch, oasr
+from oasr.quant import modules
+kernel = modules.QuantLinear._kernel
+def slow(self, rows=1):  # a layer whose packing takes a while, its GIL released in torch
+    a = torch.ones(600, 600)
+    for _ in range(40):
+        a = a @ a / 600
+    return kernel(self, rows)
+modules.QuantLinear._kernel = slow
+oasr.load_pretrained(sys.argv[1], device="cpu", dtype="float32")
+print("loaded")
+"""
+
+
+def test_a_process_that_exits_while_packing_exits_cleanly(tiny_int8):
+    """A process that loads a quantized model and exits at once (an error after loading, a short
+    script) exits with its own status: the packing thread was aborting it (SIGABRT)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _EXIT_WHILE_PACKING, str(tiny_int8)], capture_output=True, text=True, timeout=300)
+    assert (done.returncode, done.stdout.strip()) == (0, "loaded"), done.stderr[-2000:]
+
+
 @pytest.mark.parametrize("scheme, floor", [("int8", 0.999), ("int4", 0.98)])
 def test_quantized_logits_follow_the_float_model(tiny, tmp_path, scheme, floor):
     out = tmp_path / scheme
