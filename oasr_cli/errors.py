@@ -119,7 +119,22 @@ def run(command, args: list[str] | None, prog_name: str) -> int:
             return getattr(e, "exit_code", EXIT_USAGE)
         return report(e)
     except Exception as e:
+        if _while_interrupted(e):
+            return _exit_code(EXIT_INTERRUPTED)
         return report(e)
+
+
+def _while_interrupted(e: BaseException) -> bool:
+    """Whether ``e`` was raised while an interrupt unwound: a Ctrl-C that lands inside an import
+    (numpy's, say) leaves a half-made module behind, and cleanup that then uses it fails with an
+    error of its own; the run was still interrupted."""
+    seen: set[int] = set()
+    while e is not None and id(e) not in seen:
+        if isinstance(e, KeyboardInterrupt):
+            return True
+        seen.add(id(e))
+        e = e.__context__
+    return False
 
 
 def usage_line(e, prog_name: str) -> str:

@@ -183,3 +183,31 @@ def test_concurrent_pulls_into_one_cache(synthetic):  # noqa: F811
     assert sorted(b.name for b in bundles) == [bundles[0].name.removesuffix(".int8"), bundles[0].name.removesuffix(".int8") + ".int8"]
     _bundle_state(Path(_run("models", "path", "tiny-test").stdout.strip()))
     assert _cache_leftovers(synthetic.cache) == []
+
+
+def test_an_error_raised_while_an_interrupt_unwinds_is_the_interrupt(capsys):
+    """Ctrl-C inside an import leaves a half-made module behind (numpy without ``multiply``, seen
+    once in test_interrupted_quantize); cleanup that then uses it raises an error of its own. The
+    run was interrupted: exit 130 and ``oasr: interrupted``, not an internal error."""
+    import typer
+
+    from oasr_cli.errors import run
+
+    app = typer.Typer()
+
+    @app.command()
+    def work():
+        try:
+            raise KeyboardInterrupt
+        finally:
+            raise AttributeError("module 'numpy' has no attribute 'multiply'")
+
+    @app.command()
+    def fail():
+        raise AttributeError("a plain bug")
+
+    command = typer.main.get_command(app)
+    assert run(command, ["work"], "oasr") == 130
+    assert capsys.readouterr().err.strip() == "oasr: interrupted"
+    assert run(command, ["fail"], "oasr") == 1
+    assert "internal error" in capsys.readouterr().err

@@ -54,13 +54,16 @@ def write_random_folder(folder: Path, audio: dict, text: dict, shard_bytes: int,
     return sum(torch.Size(s).numel() for s in names.values())
 
 
+# VmHWM, not ru_maxrss: Linux carries the parent's peak into ru_maxrss over fork and exec, so a
+# child of a large test process would report the parent's peak as its own "before".
 LOAD_SCRIPT = """
-import resource, sys, oasr
+import sys, oasr
 import oasr.loading, oasr.models.qwen2_audio, oasr.io.mapped, oasr.models.weights, oasr.hub.resolve, oasr.onednn  # code, not weights
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+def kib(field):
+    return next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith(field + ":"))
+before = kib("VmHWM")
 m = oasr.load_pretrained(sys.argv[1], device="cpu", dtype=sys.argv[2], cache=False)
-after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(before * 1024, after * 1024)
+print(before * 1024, kib("VmHWM") * 1024)
 """
 
 
