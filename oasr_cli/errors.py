@@ -79,14 +79,44 @@ def sigterm_interrupts():
         yield
         return
 
-    def interrupt(signum, frame):
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
+    previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+# Set once a SIGINT or SIGTERM has come: whatever fails after it is the interrupt's doing. A Ctrl-C
+# that lands inside an import leaves a half-made module behind (numpy's C core refuses a second
+# import), and a library's broad ``except`` may swallow the KeyboardInterrupt itself; the error that
+# follows is then no bug of ours, and the run was interrupted (exit 130).
+_interrupted = False
+
+
+def _interrupt(signum, frame):
+    global _interrupted
+    _interrupted = True
+    raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def _interrupts_noted():
+    """Ctrl-C raises KeyboardInterrupt as Python's own handler does, noting it first (main thread only)."""
+    import signal
+
+    try:
+        previous = signal.getsignal(signal.SIGINT)
+        if previous is not signal.default_int_handler:
+            previous = None
+        else:
+            signal.signal(signal.SIGINT, _interrupt)
+    except ValueError:  # not the main thread
+        previous = None
+    try:
+        yield
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
 
 
 def run(command, args: list[str] | None, prog_name: str) -> int:
@@ -98,7 +128,8 @@ def run(command, args: list[str] | None, prog_name: str) -> int:
     here, is reported as ``oasr: interrupted``.
     """
     try:
-        result = command.main(args=args, prog_name=prog_name, standalone_mode=False)
+        with _interrupts_noted():
+            result = command.main(args=args, prog_name=prog_name, standalone_mode=False)
         return _exit_code(result if isinstance(result, int) else EXIT_OK)
     except typer.Exit as e:
         return _exit_code(e.exit_code)
@@ -119,22 +150,9 @@ def run(command, args: list[str] | None, prog_name: str) -> int:
             return getattr(e, "exit_code", EXIT_USAGE)
         return report(e)
     except Exception as e:
-        if _while_interrupted(e):
+        if _interrupted:
             return _exit_code(EXIT_INTERRUPTED)
         return report(e)
-
-
-def _while_interrupted(e: BaseException) -> bool:
-    """Whether ``e`` was raised while an interrupt unwound: a Ctrl-C that lands inside an import
-    (numpy's, say) leaves a half-made module behind, and cleanup that then uses it fails with an
-    error of its own; the run was still interrupted."""
-    seen: set[int] = set()
-    while e is not None and id(e) not in seen:
-        if isinstance(e, KeyboardInterrupt):
-            return True
-        seen.add(id(e))
-        e = e.__context__
-    return False
 
 
 def usage_line(e, prog_name: str) -> str:
