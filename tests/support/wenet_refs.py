@@ -138,8 +138,11 @@ class Reference(nn.Module):
         self.istd = torch.rand(idim) + 0.5
         g = torch.Generator().manual_seed(1)
         with torch.no_grad():
+            # gains near 1 for every norm (ESPnet names them norm_ff, norm_mha, norm1, ...): gains near
+            # 0 would shrink each block's contribution and leave the residual stream to decide the parity
+            gains = {f"{n}.weight" for n, m in self.named_modules() if isinstance(m, (nn.LayerNorm, nn.BatchNorm1d))}
             for name, p in self.named_parameters():
-                p.copy_(torch.randn(p.shape, generator=g) * (0.3 if p.dim() > 1 else 0.1) + (1.0 if name.endswith("norm.weight") else 0.0))
+                p.copy_(torch.randn(p.shape, generator=g) * (0.3 if p.dim() > 1 else 0.1) + (1.0 if name in gains else 0.0))
             for m in self.modules():
                 if isinstance(m, nn.BatchNorm1d):
                     m.running_mean.copy_(torch.randn(m.num_features, generator=g) * 0.1)
