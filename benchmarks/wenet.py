@@ -195,8 +195,9 @@ def main() -> None:
                                               str(args.beam_size), str(args.reverse_weight)]),
         }
         texts = {name: fn() for name, fn in calls.items()}
-        if not args.no_process:  # the last line: ESPnet prints a notice on stdout when imported
-            texts |= {name: (fn().strip().splitlines() or [""])[-1] for name, fn in processes.items()}
+        if not args.no_process:  # oasr prints a line per segment; the reference's last line (ESPnet prints a notice on stdout)
+            texts["oasr transcribe"] = " ".join(processes["oasr transcribe"]().split())
+            texts["python+reference"] = (processes["python+reference"]().strip().splitlines() or [""])[-1]
         times = timed_rounds({"call": calls}, args.runs)
         ptimes = {} if args.no_process else process_rounds({"process": processes}, args.runs)
     load = os.getloadavg()

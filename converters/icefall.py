@@ -11,9 +11,12 @@ Detection is by asset layout: tokens beside icefall weights. A detected folder i
 (``ctc_output``); a transducer (``decoder.*``, ``joiner.*``) needs ``--architecture transducer``,
 and a folder with both heads is converted as ``--architecture`` says (``icefall-ctc`` or
 ``transducer``; without it the error names both). The training heads
-``simple_am_proj`` / ``simple_lm_proj`` are dropped silently; an attention decoder is dropped
-with a warning (its rescoring is not built yet). icefall's Conformer, Zipformer1 and streaming
-(causal) encoders are refused by name.
+``simple_am_proj`` / ``simple_lm_proj`` are dropped silently. An attention decoder
+(``attention_decoder.*``) is kept beside the CTC head, its names mapped onto the shared
+Transformer decoder's, its shape read from the tensors (heads and ``<sos/eos>`` from the params,
+else ``tokens.txt``'s ``<sos/eos>``, else icefall's defaults 8 and 1); the bundle then decodes
+by the ``aed`` family (attention rescoring by default). A transducer conversion drops it with a
+warning. icefall's Conformer, Zipformer1 and streaming (causal) encoders are refused by name.
 """
 
 from __future__ import annotations
@@ -43,18 +46,41 @@ _STACK = re.compile(r"^encoder\.encoders\.(\d+)\.")
 _LAYER = re.compile(r"^encoder\.encoders\.(\d+)\.(?:encoder\.)?layers\.(\d+)\.")
 _DEAD = re.compile(r"^encoder\.encoders\.\d+\.(?:encoder\.)?layers\.\d+\.bypass_scale$")
 POS_HEAD_DIM = 4  # icefall's --pos-head-dim in every zipformer recipe
-ATTENTION_DECODER = "attention-decoder rescoring not built yet: the checkpoint's attention decoder is not converted"
+ATTENTION_DECODER = (
+    "the attention decoder rescores the CTC head's n-best only: it is not converted with the transducer "
+    "(--architecture icefall-ctc keeps it where the checkpoint has a CTC head)"
+)
+_AD = "attention_decoder.decoder."
+_AD_LAYER = re.compile(r"^attention_decoder\.decoder\.layers\.(\d+)\.")
+# icefall's attention decoder names -> the shared Transformer decoder's (oasr.models.transformer_decoder)
+ATTENTION_DECODER_RULES = {
+    f"{_AD}embed.weight": "attention_decoder.embed.0.weight",
+    **{f"{_AD}output_layer.{p}": f"attention_decoder.output_layer.{p}" for p in ("weight", "bias")},
+    **{
+        f"{_AD}layers.{{bid}}.{src}.{p}": f"attention_decoder.decoders.{{bid}}.{dst}.{p}"
+        for src, dst in (
+            ("norm_self_attn", "norm1"), ("norm_src_attn", "norm2"), ("norm_ff", "norm3"),
+            ("feed_forward.0", "feed_forward.w_1"), ("feed_forward.3", "feed_forward.w_2"),
+            *((f"{a}.{l}", f"{a}.{l}") for a in ("self_attn", "src_attn") for l in ("linear_q", "linear_k", "linear_v")),
+            ("self_attn.out_proj", "self_attn.linear_out"), ("src_attn.out_proj", "src_attn.linear_out"),
+        )
+        for p in ("weight", "bias")
+    },
+}
+ATTENTION_HEADS = 8  # icefall's --attention-decoder-num-heads
+SOS_EOS = 1  # icefall's AttentionDecoderModel default, <sos/eos> of its BPE recipes
 
 
 @dataclass(frozen=True)
 class IcefallNames(TensorTable):
-    """icefall's names are the model's under ``prefixes``; anything else (the other head of a
-    hybrid, the training heads, an attention decoder) is unmatched, and accounted for."""
+    """icefall's names are the model's under ``prefixes``, the ``rules`` rename the rest (the
+    attention decoder); anything else (the other head of a hybrid, the training heads) is
+    unmatched, and accounted for."""
 
     prefixes: tuple[str, ...] = ()
 
     def lookup(self, name: str) -> tuple[str | None, ...] | None:
-        return (name,) if name.startswith(self.prefixes) else None
+        return (name,) if name.startswith(self.prefixes) else super().lookup(name)
 
 
 def _ints(value) -> tuple[int, ...] | None:
@@ -72,10 +98,9 @@ class IcefallConverter(CheckpointConverter):
     picked = False  # asked for by name: a hybrid is converted with this converter's head
     markers = "tokens.txt or bpe.model beside pretrained.pt / epoch-<N>.pt (or in exp/ and data/lang_*/)"
     detect_specificity = DETECT_ASSET_LAYOUT
-    tensor_table = IcefallNames(rules={}, prefixes=(*ENCODER, "ctc_output."))
+    tensor_table = IcefallNames(rules=ATTENTION_DECODER_RULES, prefixes=(*ENCODER, "ctc_output."))
     expected_unused_prefixes = ("simple_am_proj.", "simple_lm_proj.")
     capability_drop_hints = {
-        "attention_decoder.": ATTENTION_DECODER,
         "decoder.": "the transducer head is not converted (--architecture transducer converts it)",
         "joiner.": "the transducer head is not converted (--architecture transducer converts it)",
     }
@@ -131,6 +156,8 @@ class IcefallConverter(CheckpointConverter):
             raise ConversionError(f"{where}: the Zipformer encoder lacks {e.args[0]}") from e
         if self.head == "ctc":
             fields["vocab_size"] = int(state["ctc_output.1.weight"].shape[0])
+            if any(k.startswith(_AD) for k in state):
+                fields.update(self._attention_decoder_fields(state, params, fields, where))
         else:
             fields.update(self._transducer_fields(state))
         try:
@@ -229,6 +256,42 @@ class IcefallConverter(CheckpointConverter):
             joiner_dim=int(state["joiner.output_linear.weight"].shape[1]),
         )
 
+    def _attention_decoder_fields(self, state: dict[str, Tensor], params: dict[str, Any], fields: dict[str, Any], where: str) -> dict[str, Any]:
+        """The decoder's widths from its shapes; heads and <sos/eos> are not in them."""
+        try:
+            embed = state[f"{_AD}embed.weight"]
+            q = state[f"{_AD}layers.0.self_attn.linear_q.weight"]
+            k = state[f"{_AD}layers.0.src_attn.linear_k.weight"]
+            ff = state[f"{_AD}layers.0.feed_forward.0.weight"]
+        except KeyError as e:
+            raise ConversionError(f"{where}: the attention decoder lacks {e.args[0]}") from e
+        if int(embed.shape[0]) != fields["vocab_size"]:
+            raise ConversionError(f"{where}: the attention decoder has {embed.shape[0]} labels, the CTC head {fields['vocab_size']}")
+        memory = max(fields["encoder_dim"])
+        if int(k.shape[1]) != memory:
+            raise ConversionError(f"{where}: the attention decoder reads a {k.shape[1]}-wide memory, the encoder gives {memory}")
+        heads = params.get("attention_decoder_num_heads", ATTENTION_HEADS)
+        sos = params.get("sos_id", self._sos_eos_token())
+        return dict(
+            attention_decoder_dim=int(embed.shape[1]),
+            attention_decoder_layers=1 + max(int(m.group(1)) for n in state if (m := _AD_LAYER.match(n))),
+            attention_decoder_attention_dim=int(q.shape[0]),
+            attention_decoder_heads=int(heads),
+            attention_decoder_ff_dim=int(ff.shape[0]),
+            sos_id=int(sos),
+            eos_id=int(params.get("eos_id", sos)),
+        )
+
+    def _sos_eos_token(self) -> int:
+        """The id of ``<sos/eos>`` (or ``<sos>``) in tokens.txt, else icefall's default."""
+        tokens = token_files(self.path, self.file).get("tokens.txt")
+        if tokens is not None:
+            for line in tokens.read_text(encoding="utf-8").splitlines():
+                parts = line.rsplit(maxsplit=1)
+                if len(parts) == 2 and parts[0] in ("<sos/eos>", "<sos>") and parts[1].isdigit():
+                    return int(parts[1])
+        return SOS_EOS
+
     # -- specs ----------------------------------------------------------------------------------
 
     def build_specs(self, config: ZipformerConfig):
@@ -240,6 +303,10 @@ class IcefallConverter(CheckpointConverter):
             family = "rnnt"
             options = {"max_symbols_per_step": 1, "context_size": config.context_size}  # icefall's --max-sym-per-frame
         decoding = DecodingDefaults(family=family, blank_id=config.blank_id, options=options)
+        if config.has_attention_decoder:  # CTC prefix beam n-best rescored by the decoder
+            decoding = DecodingDefaults(
+                family="aed", bos_id=config.sos_id, eos_id=config.eos_id, blank_id=config.blank_id, options={"decoder": "transformer"}
+            )
         if "tokens.txt" in files:
             return TokenizerSpec(kind="icefall_tokens", files=("tokens.txt",)), {"tokens.txt": files["tokens.txt"]}, features, decoding
         if "bpe.model" in files:

@@ -6,7 +6,9 @@ This is the decoder of ESPnet's and WeNet's hybrid CTC/attention models (WeNet's
 tokens right to left). Parameter names are WeNet's (``embed.0``, ``decoders.{i}.self_attn.linear_q``,
 ``src_attn``, ``feed_forward.w_1``, ``norm1..3``, ``after_norm``, ``output_layer``), so a WeNet
 state dict loads one to one; another framework's decoder of the same arithmetic maps its names
-onto these in its converter's tensor table.
+onto these in its converter's tensor table. icefall's ``AttentionDecoderModel`` is one: its
+attentions run at their own width (``attention_dim``), the cross-attention reads an encoder of
+another width (``memory_dim``), its feed-forward is Swish and it has no final norm.
 
 The decoding family ``aed`` (``oasr.decoding.aed``) only calls ``log_probs``
 (teacher-forced scores of whole hypotheses) and ``step`` (the next token's scores
@@ -29,7 +31,7 @@ ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "swish": F.silu, "silu": F.silu, 
 @dataclass(frozen=True)
 class AttentionDecoderConfig:
     vocab_size: int
-    d_model: int  # the encoder's output width (WeNet: encoder_output_size)
+    d_model: int  # the decoder's width (WeNet: the encoder's output_size, which it shares)
     n_heads: int = 4
     ff_hidden: int = 2048
     n_layers: int = 6
@@ -37,6 +39,9 @@ class AttentionDecoderConfig:
     normalize_before: bool = True
     activation: str = "relu"
     norm_eps: float = 1e-5
+    attention_dim: int = 0  # the attentions' inner width (icefall's attention_dim); 0: d_model
+    memory_dim: int = 0  # the encoder width the cross-attention reads (icefall's memory_dim); 0: d_model
+    final_norm: bool = True  # after_norm on the last layer's output (pre-norm only); icefall has none
 
 
 def sinusoids(length: int, channels: int, device=None, dtype=torch.float32) -> Tensor:
@@ -52,13 +57,14 @@ def sinusoids(length: int, channels: int, device=None, dtype=torch.float32) -> T
 class MultiHeadedAttention(nn.Module):
     """Scaled dot-product attention over H heads (the projections WeNet and ESPnet name)."""
 
-    def __init__(self, d_model: int, n_heads: int, bias: tuple[bool, bool, bool] = (True, True, True)):
+    def __init__(self, d_model: int, n_heads: int, bias: tuple[bool, bool, bool] = (True, True, True), attention_dim: int = 0, memory_dim: int = 0):
         super().__init__()
-        self.h, self.d = n_heads, d_model // n_heads
-        self.linear_q = nn.Linear(d_model, d_model, bias=bias[0])
-        self.linear_k = nn.Linear(d_model, d_model, bias=bias[1])
-        self.linear_v = nn.Linear(d_model, d_model, bias=bias[2])
-        self.linear_out = nn.Linear(d_model, d_model)
+        inner, source = attention_dim or d_model, memory_dim or d_model
+        self.h, self.d = n_heads, inner // n_heads
+        self.linear_q = nn.Linear(d_model, inner, bias=bias[0])
+        self.linear_k = nn.Linear(source, inner, bias=bias[1])
+        self.linear_v = nn.Linear(source, inner, bias=bias[2])
+        self.linear_out = nn.Linear(inner, d_model)
 
     def heads(self, x: Tensor, linear: nn.Linear) -> Tensor:
         """[B, T, C] -> [B, H, T, D]."""
@@ -90,8 +96,8 @@ class DecoderLayer(nn.Module):
     def __init__(self, cfg: AttentionDecoderConfig):
         super().__init__()
         c = cfg.d_model
-        self.self_attn = MultiHeadedAttention(c, cfg.n_heads)
-        self.src_attn = MultiHeadedAttention(c, cfg.n_heads)
+        self.self_attn = MultiHeadedAttention(c, cfg.n_heads, attention_dim=cfg.attention_dim)
+        self.src_attn = MultiHeadedAttention(c, cfg.n_heads, attention_dim=cfg.attention_dim, memory_dim=cfg.memory_dim)
         self.feed_forward = PositionwiseFeedForward(c, cfg.ff_hidden, cfg.activation)
         self.norm1 = nn.LayerNorm(c, eps=cfg.norm_eps)
         self.norm2 = nn.LayerNorm(c, eps=cfg.norm_eps)
@@ -119,7 +125,8 @@ class TransformerDecoder(nn.Module):
         c = cfg.d_model
         self.embed = nn.Sequential(nn.Embedding(cfg.vocab_size, c))
         self.decoders = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.n_layers if n_layers is None else n_layers))
-        self.after_norm = nn.LayerNorm(c, eps=cfg.norm_eps)
+        if cfg.final_norm:
+            self.after_norm = nn.LayerNorm(c, eps=cfg.norm_eps)
         self.output_layer = nn.Linear(c, cfg.vocab_size)
         self.xscale = math.sqrt(c)
 
@@ -128,7 +135,7 @@ class TransformerDecoder(nn.Module):
         x = self.embed[0](tokens) * self.xscale + sinusoids(tokens.shape[1], self.cfg.d_model, tokens.device, memory.dtype)
         for layer in self.decoders:
             x = layer(x, memory, memory_mask)
-        if self.cfg.normalize_before:
+        if self.cfg.normalize_before and self.cfg.final_norm:
             x = self.after_norm(x)
         return self.output_layer(x)
 

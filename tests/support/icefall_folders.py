@@ -26,18 +26,27 @@ MEDIUM = dict(
     num_heads="4,4,4,8,4,4", feedforward_dim="512,768,1024,1536,1024,768", cnn_module_kernel="31,31,15,15,15,31",
     pos_dim=48, decoder_dim=512, joiner_dim=512,
 )
+# a small attention decoder (icefall's AttentionDecoderModel, its default 8 heads: an export names none), its widths apart from the encoder's
+ATTENTION_DECODER = dict(
+    use_attention_decoder=True, attention_decoder_dim=40, attention_decoder_num_layers=2, attention_decoder_attention_dim=32,
+    attention_decoder_num_heads=8, attention_decoder_feedforward_dim=56, sos_id=1, eos_id=1,
+)
 PIECES = ["<blk>", "<sos/eos>", "<unk>", "▁THE", "▁CAT", "▁SAT", "S", "ED", "▁A", "▁DOG", "O", "▁ON", "▁AND", "▁SO", "▁MY",
           "▁FELLOW", "▁AMERICANS", "▁ASK", "▁NOT", "▁WHAT"]
 
 
-def reference_model(shape: dict, *, ctc: bool, transducer: bool, vocab: int = len(PIECES), seed: int = 0, blank_bias: float = 0.0, spread: float = 0.05):
+def reference_model(
+    shape: dict, *, ctc: bool, transducer: bool, vocab: int = len(PIECES), seed: int = 0, blank_bias: float = 0.0, spread: float = 0.05,
+    extra: dict | None = None,
+):
     """The package's AsrModel with random weights (spread wider than its init, so the heads
-    disagree across labels), in eval mode; ``blank_bias`` pushes the heads towards the blank."""
+    disagree across labels), in eval mode; ``blank_bias`` pushes the heads towards the blank;
+    ``extra``: more of its arguments (``ATTENTION_DECODER``)."""
     model_module, _ = zipformer_package()
     torch.manual_seed(seed)
     model = model_module.AsrModel(
         **shape, chunk_size="-1", left_context_frames="-1", vocab_size=vocab, use_ctc=ctc, use_transducer=transducer,
-        context_size=2,
+        context_size=2, **(extra or {}),
     ).eval()
     with torch.no_grad():
         for p in model.parameters():

@@ -52,7 +52,7 @@ def aed_outputs(loaded, samples: np.ndarray, tokens: tuple[int, ...] | None = No
     model, d = loaded.model, loaded.decoding
     with torch.inference_mode():
         encoded, lengths = _first_chunk(loaded, samples)
-        logits = model.ctc.ctc_lo(encoded)[0]
+        logits = model.ctc_logits(encoded)[0]
         if tokens is None:
             nbest = ctc_prefix_beam_search(logits.float().log_softmax(-1).cpu(), d.blank_id, 10)
             tokens = nbest[0].tokens if nbest else ()

@@ -66,8 +66,11 @@ class WenetU2(OasrModel):
         """features [B, F, T], lengths [B] -> encoded [B, T', C], lengths [B]."""
         return self.encoder(features, lengths)
 
+    def ctc_logits(self, encoded: Tensor) -> Tensor:
+        return self.ctc.ctc_lo(encoded)
+
     def ctc_log_probs_of(self, encoded: Tensor) -> Tensor:
-        return self.ctc.ctc_lo(encoded).float().log_softmax(-1)
+        return self.ctc_logits(encoded).float().log_softmax(-1)
 
     def ctc_log_probs(self, features: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
         encoded, lengths = self.encode(features, lengths)

@@ -16,6 +16,9 @@ Fields, one value per stack where a tuple (icefall's ``--num-encoder-layers`` an
 - ``vocab_size``: labels with the blank, which is id 0 (icefall's ``blank_id``).
 - ``head``: ``"ctc"`` (``ctc_output``) or ``"transducer"`` (the stateless decoder and joiner):
   ``decoder_dim``, ``context_size`` (labels the decoder's conv sees; 1: embedding only), ``joiner_dim``.
+- ``attention_decoder_*``: icefall's ``AttentionDecoderModel`` beside the CTC head (``_dim`` 0:
+  none): its width, layers, attention width, heads and feed-forward width; ``sos_id`` / ``eos_id``
+  its ``<sos/eos>`` label. It reads the encoder output (``output_dim``).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from dataclasses import dataclass
 
 from ...errors import BundleError
 from ..base import BaseModelConfig
+from ..transformer_decoder import AttentionDecoderConfig
 
 HEADS = ("ctc", "transducer")
 STACK_FIELDS = (
@@ -51,6 +55,13 @@ class ZipformerConfig(BaseModelConfig):
     decoder_dim: int = 0
     context_size: int = 0
     joiner_dim: int = 0
+    attention_decoder_dim: int = 0
+    attention_decoder_layers: int = 0
+    attention_decoder_attention_dim: int = 0
+    attention_decoder_heads: int = 8  # icefall's --attention-decoder-num-heads
+    attention_decoder_ff_dim: int = 0
+    sos_id: int = 1  # icefall's <sos/eos>
+    eos_id: int = 1
 
     def __post_init__(self):
         for name in (*STACK_FIELDS, "embed_channels"):  # JSON gives lists back
@@ -68,6 +79,13 @@ class ZipformerConfig(BaseModelConfig):
             problems.append(f"cnn_module_kernel {list(self.cnn_module_kernel)} (odd kernels only)")
         if self.head == "transducer" and min(self.decoder_dim, self.context_size, self.joiner_dim) <= 0:
             problems.append("a transducer needs decoder_dim, context_size and joiner_dim")
+        if self.has_attention_decoder:
+            if self.head != "ctc":
+                problems.append("an attention decoder rescores the CTC head's n-best: it needs head 'ctc'")
+            if min(self.attention_decoder_layers, self.attention_decoder_attention_dim, self.attention_decoder_ff_dim) <= 0:
+                problems.append("an attention decoder needs attention_decoder_layers, _attention_dim and _ff_dim")
+            elif self.attention_decoder_heads <= 0 or self.attention_decoder_attention_dim % self.attention_decoder_heads:
+                problems.append(f"attention_decoder_attention_dim {self.attention_decoder_attention_dim} does not split into {self.attention_decoder_heads} heads")
         if self.n_mels < 7:
             problems.append(f"n_mels {self.n_mels} (the subsampling needs at least 7)")
         if problems:
@@ -80,3 +98,21 @@ class ZipformerConfig(BaseModelConfig):
     @property
     def blank_id(self) -> int:
         return 0
+
+    @property
+    def has_attention_decoder(self) -> bool:
+        return self.attention_decoder_dim > 0
+
+    def attention_decoder_config(self) -> AttentionDecoderConfig:
+        """icefall's decoder in the shared one's terms: Swish feed-forward, no final norm."""
+        return AttentionDecoderConfig(
+            vocab_size=self.vocab_size,
+            d_model=self.attention_decoder_dim,
+            n_heads=self.attention_decoder_heads,
+            ff_hidden=self.attention_decoder_ff_dim,
+            n_layers=self.attention_decoder_layers,
+            activation="swish",
+            attention_dim=self.attention_decoder_attention_dim,
+            memory_dim=self.output_dim,
+            final_norm=False,
+        )

@@ -5,6 +5,11 @@ Tensors keep icefall's names (``encoder_embed.*``, ``encoder.*``, ``ctc_output.1
 the CTC engine (``ctc_log_probs``) and the transducer searches (``encode``, ``project_encoder``,
 ``predict``, ``decode_context``, ``joint_logits``) need. The blank is label 0.
 Shapes: B batch, F fbank bins, T frames, C encoder width, J joiner width, V labels.
+
+A CTC model may keep icefall's attention decoder (``attention_decoder.*``, the shared
+Transformer decoder under its names): the bundle then decodes by the ``aed`` family, the CTC
+prefix beam n-best rescored by the decoder (``ctc_log_probs_of``, ``decoder_log_probs``,
+``decoder_step``).
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import torch
 from torch import Tensor, nn
 
 from ..base import OasrModel
+from ..transformer_decoder import TransformerDecoder
 from .config import ZipformerConfig
 from .encoder import Conv2dSubsampling, Zipformer2
 from .heads import Decoder, Joiner
@@ -22,16 +28,19 @@ from .heads import Decoder, Joiner
 
 class Zipformer(OasrModel):
     config_class: ClassVar = ZipformerConfig
-    capabilities: ClassVar = frozenset({"transcribe", "timestamps", "word_timestamps"})
+    # The class names all it may do; an instance without an attention decoder drops ``ctc_aed_rescoring``.
+    capabilities: ClassVar = frozenset({"transcribe", "timestamps", "word_timestamps", "ctc_aed_rescoring"})
     display_name: ClassVar = "Zipformer"
     # Quantized: every linear layer of the encoder (attention, feed-forwards, the conv module's
     # projections, the subsampling's output projection) with at least 64 inputs. Float: the heads
     # (CTC output, the decoder's label table and conv, the joiner), convolutions, norms, bypass
     # scales. The heads are a few percent of a medium model's weights and FastConformer's
     # measurements put the head as the most sensitive layer; tests/quant/test_quantize_zipformer.py
-    # has the verify figures on random weights.
+    # has the verify figures on random weights. The attention decoder stays float too: its
+    # rescoring under quantization is not measured.
     quant_refusal: ClassVar = None
-    quant_keep: ClassVar = ("ctc_output.*", "decoder.*", "joiner.*")
+    quant_keep: ClassVar = ("ctc_output.*", "decoder.*", "joiner.*", "attention_decoder.*")
+    has_reverse_decoder: ClassVar = False  # icefall's decoder reads left to right only
 
     def __init__(self, config: ZipformerConfig):
         super().__init__(config)
@@ -42,6 +51,10 @@ class Zipformer(OasrModel):
         else:
             self.decoder = Decoder(config)
             self.joiner = Joiner(config)
+        if config.has_attention_decoder:
+            self.attention_decoder = TransformerDecoder(config.attention_decoder_config())
+        else:
+            self.capabilities = type(self).capabilities - {"ctc_aed_rescoring"}
 
     @property
     def output_stride(self) -> int:
@@ -73,9 +86,25 @@ class Zipformer(OasrModel):
         """encoded [B, T, C] -> CTC logits [B, T, V]."""
         return self.ctc_output(encoded)
 
+    def ctc_log_probs_of(self, encoded: Tensor) -> Tensor:
+        return self.ctc_logits(encoded).float().log_softmax(-1)
+
     def ctc_log_probs(self, features: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
         encoded, lengths = self.encode(features, lengths)
-        return self.ctc_logits(encoded).float().log_softmax(-1), lengths
+        return self.ctc_log_probs_of(encoded), lengths
+
+    # The attention decoder, used by oasr.decoding.aed (``has_decoder`` is its name there).
+    @property
+    def has_decoder(self) -> bool:
+        return self.config.has_attention_decoder
+
+    def decoder_log_probs(self, tokens: Tensor, encoded: Tensor, reverse: bool = False) -> Tensor:
+        """tokens [N, L] (sos first) against one utterance's encoded [1, T, C] -> [N, L, V]."""
+        return self.attention_decoder.log_probs(tokens, encoded.expand(tokens.shape[0], -1, -1), None, reverse)
+
+    def decoder_step(self, prefixes: Tensor, encoded: Tensor) -> Tensor:
+        """prefixes [N, i] against encoded [1, T, C] -> the next token's log-probabilities [N, V]."""
+        return self.attention_decoder.step(prefixes, encoded.expand(prefixes.shape[0], -1, -1))
 
     # Transducer pieces, used by oasr.decoding.transducer.
     def project_encoder(self, encoded: Tensor) -> Tensor:

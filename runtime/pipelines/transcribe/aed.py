@@ -1,11 +1,13 @@
-"""The ``aed`` engine: hybrid CTC / attention models (WeNet U2 / U2++), over the shared chunking.
+"""The ``aed`` engine: hybrid CTC / attention models (WeNet U2 / U2++, icefall Zipformer with its
+attention decoder), over the shared chunking.
 
 The model gives ``encode(features [B, F, T], lengths) -> (encoded [B, T', C], lengths)``,
-``ctc_log_probs_of(encoded) -> [B, T', V]``, ``output_stride``, ``has_decoder``, and the decoder
-methods ``oasr.decoding.aed.search`` names; the bundle names the blank, ``<sos>`` and ``<eos>``
-(``DecodingDefaults``) and its decoder (``options["decoder"]``). Each chunk is decoded on its
-own by the section's mode; word times come from the CTC alignment (the prefix beam's peak frames,
-greedy runs, or a forced alignment of the attention beam's tokens).
+``ctc_log_probs_of(encoded) -> [B, T', V]`` (``ctc_logits`` for quantize --verify),
+``output_stride``, ``has_decoder``, and the decoder methods ``oasr.decoding.aed.search`` names;
+the bundle names the blank, ``<sos>`` and ``<eos>`` (``DecodingDefaults``) and its decoder
+(``options["decoder"]``). Each chunk is decoded on its own by the section's mode; word times
+come from the CTC alignment (the prefix beam's peak frames, greedy runs, or a forced alignment of
+the attention beam's tokens).
 """
 
 from __future__ import annotations

@@ -141,15 +141,15 @@ def test_hybrid_is_what_architecture_says(models, tmp_path, caplog):
     assert read_bundle_config(tmp_path / "rnnt").model["head"] == "transducer"
 
 
-def test_attention_decoder_is_dropped_by_name(models, tmp_path, caplog):
+def test_an_incomplete_attention_decoder_is_refused_by_name(models, tmp_path):
     state = dict(models["ctc"].state_dict())
     state["attention_decoder.decoder.embed.weight"] = torch.zeros(20, 8)
     folder = tmp_path / "m"
     write_tokens(folder)
     (folder / "exp").mkdir()
     torch.save({"model": state}, folder / "exp" / "pretrained.pt")
-    convert([folder], tmp_path / "out")
-    assert "attention-decoder rescoring not built yet" in caplog.text
+    with pytest.raises(ConversionError, match="the attention decoder lacks attention_decoder.decoder.layers.0"):
+        convert([folder], tmp_path / "out")
 
 
 def test_other_icefall_encoders_are_refused_by_name(models, tmp_path):
