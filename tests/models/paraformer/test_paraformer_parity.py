@@ -3,6 +3,7 @@ token ids, text and timestamps, for a Chinese-character and an English-BPE vocab
 
 from __future__ import annotations
 
+import collections
 import pickle
 
 import numpy as np
@@ -16,8 +17,7 @@ TOL = 1e-4
 CASES = [
     ("zh", "CifPredictorV2", 0),
     ("en", "CifPredictorV2", 4),
-    # Open: tensors match, but from the tenth token the transcribed ids differ (not yet found why).
-    pytest.param("zh", "CifPredictor", 0, marks=pytest.mark.xfail(strict=True, reason="first CIF predictor: ids differ from the tenth token")),
+    ("zh", "CifPredictor", 0),  # its BPE piece "wor@@" joins an "a" fourteen characters on
 ]
 
 
@@ -64,8 +64,12 @@ def test_matches_funasr(tmp_path, audio, kind, predictor, seed):
 
     decoded = [c.id for c in best_tokens(out.log_probs[0], int(out.token_lengths[0]), (0, 1, 2))]
     assert decoded == want["token_ids"]
-    kept = [i for s in t.segments for i in s.tokens]  # a piece ending in @@ with no piece after it makes no word
-    assert kept == want["token_ids"][: len(kept)]
+    # The segments hold each word's ids in word order. FunASR joins a piece ending in @@ with the
+    # next alphabetic piece, CJK characters between them or not ("wor@@", "不", "a" -> "不", "wora"),
+    # and a piece ending in @@ with none after it makes no word: the ids are FunASR's, less those.
+    kept = [i for s in t.segments for i in s.tokens]
+    assert not collections.Counter(kept) - collections.Counter(want["token_ids"])
+    assert len(want["token_ids"]) - len(kept) <= sum(tokens[k].endswith("@@") for k in range(len(tokens)))
     assert t.text.strip() == want["text"]
     words = [w for s in t.segments for w in s.words]
     end = round(len(audio) / 16)  # oasr keeps times inside the recording; FunASR's last end may pass it
