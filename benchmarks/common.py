@@ -82,3 +82,44 @@ def timed_child(cmd: list[str]) -> tuple[float, float, str]:
     if done.returncode != 0:
         raise SystemExit(f"{cmd[0]} failed:\n{done.stderr[-3000:]}")
     return wall, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime, done.stdout
+
+
+def _rounds(pairs, runs: int, measure) -> dict:
+    """``measure(fn)`` -> (wall, CPU) for every ``pairs[group][engine]``, after one warm-up call
+    each (the page cache, first-call set-up); engines and groups alternate within each round, so
+    load falls on all alike."""
+    for engines in pairs.values():
+        for fn in engines.values():
+            fn()
+    times = {(m, e): [] for m, engines in pairs.items() for e in engines}
+    for _ in range(runs):
+        for group, engines in pairs.items():
+            for engine, fn in engines.items():
+                times[(group, engine)].append(measure(fn))
+    return times
+
+
+def _in_process(fn) -> tuple[float, float]:
+    cpu, wall = time.process_time(), time.perf_counter()
+    fn()
+    return time.perf_counter() - wall, time.process_time() - cpu
+
+
+def timed_rounds(pairs, runs: int) -> dict:
+    """(wall seconds, CPU seconds) per in-process call."""
+    return _rounds(pairs, runs, _in_process)
+
+
+def process_call(cmd: list[str]):
+    """A fresh process timed from spawn to exit: a callable returning its stdout, recording
+    (wall, CPU of the child) in its ``last`` attribute."""
+    def run():
+        wall, cpu, out = timed_child(cmd)
+        run.last = (wall, cpu)
+        return out
+    return run
+
+
+def process_rounds(pairs, runs: int) -> dict:
+    """Like ``timed_rounds`` for ``process_call``s, with their children's CPU time."""
+    return _rounds(pairs, runs, lambda fn: (fn(), fn.last)[1])

@@ -44,8 +44,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from common import compile_project
-from parakeet import process_call, process_rounds, timed_rounds
+from common import compile_project, process_call, process_rounds, timed_rounds
 
 ROOT = Path(__file__).resolve().parent.parent
 SUPPORT = ROOT / "tests" / "support"

@@ -45,8 +45,7 @@ from unittest import mock
 import numpy as np
 import torch
 
-from common import compile_project
-from parakeet import process_call, process_rounds, timed_rounds
+from common import compile_project, process_call, process_rounds, timed_rounds
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(os.environ.get("OASR_TEST_DATA", ROOT / "tests" / "data"))
