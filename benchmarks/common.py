@@ -123,3 +123,12 @@ def process_call(cmd: list[str]):
 def process_rounds(pairs, runs: int) -> dict:
     """Like ``timed_rounds`` for ``process_call``s, with their children's CPU time."""
     return _rounds(pairs, runs, lambda fn: (fn(), fn.last)[1])
+
+
+def ratio_row(table: dict, group: str, engine: str, reference: str) -> dict:
+    """The medians of ``table[(group, engine)]``'s (wall, CPU) seconds and their ratios to ``reference``'s."""
+    import statistics
+
+    wall, cpu = (statistics.median(v) for v in zip(*table[(group, engine)]))
+    ref_wall, ref_cpu = (statistics.median(v) for v in zip(*table[(group, reference)]))
+    return {"median_s": round(wall, 3), "ratio": round(wall / ref_wall, 3), "cpu_s": round(cpu, 3), "cpu_ratio": round(cpu / ref_cpu, 3)}

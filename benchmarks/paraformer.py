@@ -36,7 +36,6 @@ import contextlib
 import io
 import json
 import os
-import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -45,7 +44,7 @@ from unittest import mock
 import numpy as np
 import torch
 
-from common import compile_project, process_call, process_rounds, timed_rounds
+from common import compile_project, process_call, process_rounds, ratio_row, timed_rounds
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(os.environ.get("OASR_TEST_DATA", ROOT / "tests" / "data"))
@@ -147,11 +146,8 @@ def main() -> None:
     for group, engines, ref_name, table in (("call", calls, "funasr", times), ("process", processes, "python+funasr", ptimes)):
         if not table:
             continue
-        base = [statistics.median(v) for v in zip(*table[(group, ref_name)])]
         for engine in engines:
-            wall, cpu = (statistics.median(v) for v in zip(*table[(group, engine)]))
-            rows.append({"measure": group, "engine": engine, "median_s": round(wall, 3), "ratio": round(wall / base[0], 3),
-                         "cpu_s": round(cpu, 3), "cpu_ratio": round(cpu / base[1], 3),
+            rows.append({"measure": group, "engine": engine, **ratio_row(table, group, engine, ref_name),
                          "chars": len(texts[engine].replace(" ", "")) if group == "call" else None,
                          "same_text": texts[engine] == texts["funasr"] if group == "call" else None})
     print(f"{args.size} Paraformer, {args.seconds:g} s audio, {args.threads} threads, {args.runs} runs (target oasr <= {TARGET}x); "

@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -36,7 +35,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from common import compile_project, process_call, process_rounds, timed_rounds
+from common import compile_project, process_call, process_rounds, ratio_row, timed_rounds
 
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -185,11 +184,8 @@ def main() -> None:
         for group, engines, ref_name, table in (("call", pairs[kind], "transformers", times), ("process", processes[kind], "python+transformers", ptimes)):
             if not table:
                 continue
-            ref = [statistics.median(v) for v in zip(*table[(kind, ref_name)])]
             for engine in engines:
-                wall, cpu = (statistics.median(v) for v in zip(*table[(kind, engine)]))
-                rows.append({"kind": kind, "measure": group, "engine": engine, "median_s": round(wall, 3), "ratio": round(wall / ref[0], 3),
-                             "cpu_s": round(cpu, 3), "cpu_ratio": round(cpu / ref[1], 3),
+                rows.append({"kind": kind, "measure": group, "engine": engine, **ratio_row(table, kind, engine, ref_name),
                              "words": len(texts[kind][engine].split()) if group == "call" else None})
     print(f"{args.size} FastConformer, {args.seconds:g} s audio, {args.threads} threads, {args.runs} runs (target oasr <= {TARGET}x); "
           f"load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")

@@ -43,7 +43,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -51,7 +50,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from common import compile_project, process_call, process_rounds, timed_rounds
+from common import compile_project, process_call, process_rounds, ratio_row, timed_rounds
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(os.environ.get("OASR_TEST_DATA", ROOT / "tests" / "data"))
@@ -204,11 +203,8 @@ def main() -> None:
     for group, engines, ref_name, table in (("call", calls, "reference", times), ("process", processes, "python+reference", ptimes)):
         if not table:
             continue
-        ref = [statistics.median(v) for v in zip(*table[(group, ref_name)])]
         for engine in engines:
-            wall, cpu = (statistics.median(v) for v in zip(*table[(group, engine)]))
-            rows.append({"measure": group, "engine": engine, "median_s": round(wall, 3), "ratio": round(wall / ref[0], 3),
-                         "cpu_s": round(cpu, 3), "cpu_ratio": round(cpu / ref[1], 3), "words": len(texts[engine].split()),
+            rows.append({"measure": group, "engine": engine, **ratio_row(table, group, engine, ref_name), "words": len(texts[engine].split()),
                          "same_text": texts[engine].split() == texts[ref_name].split()})
     print(f"{args.size} WeNet U2++ Conformer, {args.seconds:g} s audio, {args.threads} threads, attention rescoring, beam {args.beam_size}, "
           f"{args.runs} runs (target oasr <= {TARGET}x); load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")

@@ -33,6 +33,23 @@ def jfk_wav(data_dir) -> Path:
     return data_dir / "asr" / "jfk.wav"
 
 
+@pytest.fixture(scope="session")
+def jfk_head(jfk_wav, tmp_path_factory):
+    """``jfk_head(seconds)``: a WAV of jfk.wav's first seconds, written once per length."""
+    made: dict[float, Path] = {}
+
+    def head(seconds: float) -> Path:
+        if seconds not in made:
+            import soundfile as sf
+
+            audio, rate = sf.read(jfk_wav, dtype="float32")
+            made[seconds] = tmp_path_factory.mktemp("clip") / f"jfk{seconds:g}.wav"
+            sf.write(made[seconds], audio[: int(seconds * rate)], rate)
+        return made[seconds]
+
+    return head
+
+
 def _package_dir(module: str) -> Path | None:
     spec = importlib.util.find_spec(module)
     return Path(spec.origin).parent if spec and spec.origin else None

@@ -44,13 +44,8 @@ def source(request, sources):
 
 
 @pytest.fixture(scope="module")
-def clip(tmp_path_factory, jfk_wav):
-    import soundfile as sf
-
-    audio, rate = sf.read(jfk_wav, dtype="float32")
-    path = tmp_path_factory.mktemp("clip") / "jfk4.wav"
-    sf.write(path, audio[: 4 * rate], rate)
-    return path
+def clip(jfk_head):
+    return jfk_head(4)
 
 
 @pytest.mark.parametrize("scheme", ["int8", "int4"])

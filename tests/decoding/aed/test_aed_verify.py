@@ -28,13 +28,8 @@ def source(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def clip(tmp_path_factory, jfk_wav):
-    import soundfile as sf
-
-    audio, rate = sf.read(jfk_wav, dtype="float32")
-    path = tmp_path_factory.mktemp("clip") / "jfk3.wav"
-    sf.write(path, audio[: 3 * rate], rate)
-    return path
+def clip(jfk_head):
+    return jfk_head(3)
 
 
 def test_rules(source, tmp_path):
