@@ -137,17 +137,18 @@ def read_config(path: Path) -> BundleConfig:
     )
 
 
-def read_tensors(path: Path, convert=None) -> dict[str, torch.Tensor]:
+def read_tensors(path: Path, convert=None, keep=None) -> dict[str, torch.Tensor]:
     """All stored tensors, on the CPU in their stored dtype, read through safetensors' mmap.
     ``convert(name, tensor)``: applied to each as it is read (a cast), the file's pages given back
-    after each, so a load peaks at the result's bytes plus one tensor (``oasr.io.mapped``)."""
+    after each, so a load peaks at the result's bytes plus one tensor (``oasr.io.mapped``);
+    ``keep(name)``: with ``convert``, that tensor stays a view of the file's mapping, uncopied."""
     file = Path(path) / WEIGHTS_NAME
     if not file.is_file():
         raise BundleError(f"{path} is not a complete bundle: {WEIGHTS_NAME} is missing")
     if convert is not None:
         from .mapped import read_streamed
 
-        return read_streamed(file, convert, BundleError)
+        return read_streamed(file, convert, BundleError, keep)
     try:
         with safe_open(file, framework="pt", device="cpu") as f:
             return {name: f.get_tensor(name) for name in f.keys()}

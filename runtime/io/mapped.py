@@ -4,7 +4,9 @@ A large checkpoint's shards can then be held together without their bytes reside
 reads a tensor's pages when it is used and may drop them again (they are clean, backed by the
 file). ``read_streamed`` copies tensor by tensor out of such a mapping into memory of the wanted
 dtype, giving each tensor's source pages back once it is copied, so a load peaks at the result's
-bytes plus one tensor, not at the file's size on top of it.
+bytes plus one tensor, not at the file's size on top of it. Tensors used as they are stored (the
+integer weights of a quantized bundle) can stay views of a private mapping instead (``keep``):
+once a kernel has copied them into its own layout, ``release`` gives their pages back.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import json
 import mmap
 import struct
 import warnings
+import weakref
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -80,19 +83,27 @@ def map_safetensors(file: Path, error: type[Exception] = ConversionError) -> dic
     return out
 
 
-def read_streamed(file: Path, convert: Callable[[str, torch.Tensor], torch.Tensor], error: type[Exception]) -> dict[str, torch.Tensor]:
+def read_streamed(
+    file: Path, convert: Callable[[str, torch.Tensor], torch.Tensor], error: type[Exception], keep: Callable[[str], bool] | None = None
+) -> dict[str, torch.Tensor]:
     """Every tensor of ``file``, each passed through ``convert(name, mapped view)`` (which must
-    return a tensor of its own memory, a cast or a copy) and its mapped pages dropped after."""
+    return a tensor of its own memory, a cast or a copy) and its mapped pages dropped after.
+    ``keep(name)``: that tensor is returned as a view of a private mapping of the file, uncopied
+    and unconverted (its pages read when used; ``release`` gives them back)."""
     file = Path(file)
     entries = list(_entries(file, error))
     out = {}
+    if file.stat().st_size == 0:
+        return out
+    kept = _private_mapping(file) if keep is not None and any(keep(e[0]) for e in entries) else None
     with open(file, "rb") as f:
-        if file.stat().st_size == 0:
-            return out
         view = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         try:
             page = mmap.PAGESIZE
             for name, dtype, shape, begin, end in entries:
+                if kept is not None and keep(name) and end > begin and begin % torch.empty(0, dtype=dtype).element_size() == 0:
+                    out[name] = kept[begin:end].view(dtype).view(shape)
+                    continue
                 with warnings.catch_warnings():  # read-only: the views are only read, then copied
                     warnings.simplefilter("ignore")
                     raw = torch.frombuffer(view, dtype=torch.uint8, count=end - begin, offset=begin) if end > begin else torch.empty(0, dtype=torch.uint8)
@@ -111,3 +122,32 @@ def read_streamed(file: Path, convert: Callable[[str, torch.Tensor], torch.Tenso
             except BufferError:  # a view still exported: the mapping goes with it
                 pass
     return out
+
+
+# The private mappings ``keep`` made, by the address range of their bytes, for ``release``; a
+# mapping lives as long as a tensor viewing it (the tensor holds the buffer).
+_KEPT: "weakref.WeakValueDictionary[tuple[int, int], mmap.mmap]" = weakref.WeakValueDictionary()
+
+
+def _private_mapping(file: Path) -> torch.Tensor:
+    """The bytes of ``file`` as a uint8 tensor over a copy-on-write mapping (never written back)."""
+    with open(file, "rb") as f:
+        mapping = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
+    raw = torch.frombuffer(mapping, dtype=torch.uint8)
+    _KEPT[(raw.data_ptr(), raw.data_ptr() + raw.numel())] = mapping
+    return raw
+
+
+def release(tensor: torch.Tensor) -> None:
+    """Give back the resident pages of ``tensor`` if it is a kept view (``read_streamed``'s
+    ``keep``) that no one wrote: they are read from the file again if it is used. Any other
+    tensor is left alone. Call it only once the bytes have been copied where they are used."""
+    start, end = tensor.data_ptr(), tensor.data_ptr() + tensor.numel() * tensor.element_size()
+    for (lo, hi), mapping in list(_KEPT.items()):
+        if lo <= start and end <= hi and hasattr(mapping, "madvise"):
+            page = mmap.PAGESIZE
+            first = -(-(start - lo) // page) * page  # whole pages inside the tensor: a neighbour's bytes stay
+            last = (end - lo) // page * page
+            if last > first:
+                mapping.madvise(mmap.MADV_DONTNEED, first, last - first)
+            return

@@ -27,6 +27,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .. import cpu
+from ..io.mapped import release
 from .schemes import GROUP_SIZE, dequantize_int4, dequantize_int8, int4_groups, int4_to_int8
 
 log = logging.getLogger("oasr")
@@ -124,13 +125,21 @@ class _Quantized(nn.Module):
                 with _PACK_LOCK:
                     if self._wide is _PENDING:  # not packed by the other thread meanwhile
                         self._wide = _prepack(*self._int8_weight(), engine="onednn")
+                        self._release_stored()
             if self._wide is not None:
                 return self._wide
         if self._packed is _PENDING:
             with _PACK_LOCK:
                 if self._packed is _PENDING:
                     self._packed = _prepack(*self._int8_weight())
+                    self._release_stored()
         return self._packed
+
+    def _release_stored(self) -> None:
+        """A kernel holds its own copy now: the stored weight's pages go back to the file it is
+        mapped from, if it is (it stays readable: a later use, a token lookup or the other
+        kernel's packing, reads them again)."""
+        release(self.weight)
 
     def _int8_weight(self) -> tuple[Tensor, Tensor]:
         """int8 [out, in] and a scale per output channel (int4 is requantized so)."""

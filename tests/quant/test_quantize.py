@@ -218,6 +218,29 @@ def test_weights_are_packed_ahead_on_a_helper_thread(tiny_int8):
     assert torch.equal(_logits(lazy), ahead)
 
 
+def test_packed_weights_give_their_pages_back_to_the_bundle_file(tiny_int8, monkeypatch):
+    """The integer weights are loaded as views of the bundle's mapping, never copied, and each is
+    released once a kernel holds its packed copy: the process does not hold them twice."""
+    import threading
+
+    from oasr.io import mapped
+    from oasr.loading import clear_cache
+    from oasr.quant import modules
+
+    released = []
+    monkeypatch.setattr(modules, "release", lambda t: released.append(t.data_ptr()))
+    clear_cache()
+    loaded = oasr.load_pretrained(tiny_int8, device="cpu", dtype="float32")
+    for thread in threading.enumerate():
+        if thread.name == "oasr-int8-pack":
+            thread.join(timeout=60)
+    layers = [m for m in loaded.model.modules() if isinstance(m, (QuantLinear, QuantEmbedding))]
+    ranges = list(mapped._KEPT)
+    assert layers and all(any(lo <= m.weight.data_ptr() < hi for lo, hi in ranges) for m in layers)
+    assert {m.weight.data_ptr() for m in layers} <= set(released)
+    clear_cache()
+
+
 _EXIT_WHILE_PACKING = """
 import sys, torch, oasr
 from oasr.quant import modules
