@@ -12,14 +12,16 @@ from __future__ import annotations
 import functools
 import re
 from pathlib import Path
-
-import torch
+from typing import TYPE_CHECKING
 
 from oasr.conversion.base import DETECT_NAMED_CONFIG, CheckpointConverter
 from oasr.conversion.tensor_map import TensorTable
 from oasr.errors import ConversionError
 from oasr.io.checkpoint import load_torch_file
-from oasr.models.campplus import CamPlusConfig, campplus_specs
+
+if TYPE_CHECKING:
+    from oasr.models.campplus import CamPlusConfig
+    import torch
 
 SUFFIXES = (".pt", ".bin", ".ckpt")
 DILATIONS = {3: (1, 2, 2)}  # 3D-Speaker's CAMPPlus: dilations by number of dense blocks
@@ -56,6 +58,8 @@ _MARKERS = ("head.conv1.weight", "xvector.tdnn.linear.weight", "xvector.dense.li
 
 
 def _state(file: Path) -> dict | None:
+    import torch
+
     try:
         state = load_torch_file(file)
     except ConversionError:
@@ -109,6 +113,8 @@ class CamPlusConverter(CheckpointConverter):
         return [self.file]
 
     def build_config(self) -> CamPlusConfig:
+        from oasr.models.campplus import CamPlusConfig
+
         state = self._state
         layers: dict[int, int] = {}
         for name in state:
@@ -142,5 +148,7 @@ class CamPlusConverter(CheckpointConverter):
         return dict(self._state)
 
     def build_specs(self, config):
+        from oasr.models.campplus import campplus_specs
+
         tokenizer, features, decoding = campplus_specs(config)
         return tokenizer, {}, features, decoding

@@ -5,11 +5,15 @@ u32 version, string spec name, u32 spec revision, u32 variable count, then per v
 name, u8 rank, u32 dims, u8 dtype id, u32 byte count and the raw bytes; then u32 alias count and
 (alias, target) string pairs. A string is a u16 length (with the NUL) and the bytes with a NUL.
 Quantized variables carry a sibling ``*_scale``: int8 rows are ``q / scale[row]``, int16 ``q / scale``.
+
+Variables are numpy views of the mapped file, so a conversion needs no torch (``oasr.conversion.arrays``);
+numpy has no bfloat16, so a bfloat16 model's variables are torch tensors.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import math
 import mmap
@@ -17,16 +21,17 @@ import re
 import struct
 from pathlib import Path
 
-import torch
+import numpy as np
 
+from oasr.conversion import arrays
 from oasr.conversion.base import DETECT_KEYED_VALUE, CheckpointConverter
 from oasr.errors import ConversionError
-from oasr.models.whisper import WhisperConfig, whisper_specs
+from oasr.models.whisper_config import WhisperConfig, WhisperLayout, whisper_specs
 from oasr.conversion.tensor_map import TensorTable
 
 from .openai_whisper import check_whisper_config
 
-_DTYPES = (torch.float32, torch.int8, torch.int16, torch.int32, torch.float16, torch.bfloat16)
+_DTYPES = ("float32", "int8", "int16", "int32", "float16", "bfloat16")  # by CTranslate2's dtype id
 _BINARY_VERSION = 6
 
 def _ln(src: str, dst: str) -> dict[str, str]:
@@ -87,13 +92,8 @@ _SCALARS = tuple(
 _TOKENIZER_NAMES = ("tokenizer.json",)
 
 
-def _read_model_bin(path: Path) -> tuple[str, dict[str, torch.Tensor]]:
-    """Spec name and variables (aliases resolved, quantized weights dequantised)."""
-    with open(path, "rb") as f:
-        try:
-            buf = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
-        except ValueError as e:  # empty file
-            raise ConversionError(f"{path} is empty") from e
+def _read_model_bin(buf: mmap.mmap, path: Path) -> tuple[str, dict]:
+    """Spec name and variables (aliases resolved, quantized weights dequantised) of a mapped ``model.bin``."""
     pos = 0
 
     def take(fmt: str):
@@ -125,7 +125,7 @@ def _read_model_bin(path: Path) -> tuple[str, dict[str, torch.Tensor]]:
     spec = string()
     take("<I")  # spec revision
     (count,) = take("<I")
-    raw: dict[str, torch.Tensor] = {}
+    raw: dict = {}
     for _ in range(count):
         name = string()
         (rank,) = take("<B")
@@ -137,20 +137,21 @@ def _read_model_bin(path: Path) -> tuple[str, dict[str, torch.Tensor]]:
         if pos + nbytes > len(buf):
             raise ConversionError(f"{path} is truncated (in {name})")
         numel = math.prod(shape)
-        if numel * dtype.itemsize != nbytes:
+        itemsize = 2 if dtype == "bfloat16" else np.dtype(dtype).itemsize
+        if numel * itemsize != nbytes:
             raise ConversionError(
                 f"{path}: {name} has shape {list(shape)} of {dtype} but {nbytes} bytes: the header is corrupt"
             )
         if name in raw:
             raise ConversionError(f"{path}: {name} is stored twice")
-        t = torch.frombuffer(buf, dtype=dtype, count=numel, offset=pos) if numel else torch.empty(0, dtype=dtype)
-        if pos % dtype.itemsize:
-            t = t.clone()  # unaligned data is copied once rather than used in place
-            _release(buf, pos, nbytes)
-        try:
-            raw[name] = t.reshape(shape)
-        except RuntimeError as e:  # an empty tensor with dims whose strides overflow
-            raise ConversionError(f"{path}: {name} has shape {list(shape)}: the header is corrupt") from e
+        stored = "uint16" if dtype == "bfloat16" else dtype  # the bits, viewed as bfloat16 below
+        # Unaligned data stays in place too: numpy reads it, and the bundle writer copies bytes.
+        t = np.frombuffer(buf, dtype="<" + np.dtype(stored).str[1:], count=numel, offset=pos).reshape(shape)
+        if dtype == "bfloat16":
+            import torch
+
+            t = torch.from_numpy(t.copy()).view(torch.bfloat16)
+        raw[name] = t
         pos += nbytes
     (n_alias,) = take("<I")
     for _ in range(n_alias):
@@ -165,43 +166,33 @@ def _read_model_bin(path: Path) -> tuple[str, dict[str, torch.Tensor]]:
     return spec, _dequantize(raw, path)
 
 
-def _release(buf: mmap.mmap, start: int, length: int) -> None:
-    """Let go of the mapped pages wholly inside ``[start, start + length)``, whose data was copied.
-
-    Nothing reads them again (the copy is used), so they need not count in the process's memory.
-    """
-    page = mmap.PAGESIZE
-    lo = -(-start // page) * page
-    hi = (start + length) // page * page
-    if hi > lo and hasattr(mmap, "MADV_DONTNEED"):
-        try:
-            buf.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
-        except OSError:
-            pass
+def _float32(t) -> np.ndarray:
+    return t.astype(np.float32) if arrays.is_numpy(t) else t.float().numpy()
 
 
-def _dequantize(raw: dict[str, torch.Tensor], path: Path) -> dict[str, torch.Tensor]:
+def _dequantize(raw: dict, path: Path) -> dict:
     out = {}
-    float_dtypes = {t.dtype for n, t in raw.items() if t.is_floating_point() and not n.endswith("_scale") and t.dim() > 0}
-    target = torch.float16 if float_dtypes == {torch.float16} else torch.bfloat16 if float_dtypes == {torch.bfloat16} else torch.float32
+    float_dtypes = {
+        arrays.dtype_name(t) for n, t in raw.items() if arrays.is_floating(t) and not n.endswith("_scale") and len(t.shape) > 0
+    }
+    target = "float16" if float_dtypes == {"float16"} else "bfloat16" if float_dtypes == {"bfloat16"} else "float32"
     for name, t in raw.items():
         if name.endswith("_scale") and name[: -len("_scale")] in raw:
             continue
         scale = raw.get(name + "_scale")
         if scale is not None:
             # int8: one scale per output row; int16: one scale for the tensor.
-            rows = t.shape[0] if t.dtype == torch.int8 and t.dim() > 0 else 1
-            if t.dtype not in (torch.int8, torch.int16) or not scale.is_floating_point() or scale.numel() != rows:
+            kind = arrays.dtype_name(t)
+            rows = t.shape[0] if kind == "int8" and len(t.shape) > 0 else 1
+            if kind not in ("int8", "int16") or not arrays.is_floating(scale) or arrays.numel(scale) != rows:
                 raise ConversionError(
-                    f"{path}: {name} ({t.dtype}, shape {list(t.shape)}) does not fit its scale "
-                    f"({scale.dtype}, {scale.numel()} values)"
+                    f"{path}: {name} ({kind}, shape {list(t.shape)}) does not fit its scale "
+                    f"({arrays.dtype_name(scale)}, {arrays.numel(scale)} values)"
                 )
-            q = t.float()
-            if t.dtype == torch.int8:
-                q = q / scale.float().reshape(-1, *([1] * (t.dim() - 1)))
-            else:
-                q = q / scale.float()
-            t = q.to(target)
+            divisor = _float32(scale)
+            if kind == "int8":
+                divisor = divisor.reshape(-1, *([1] * (len(t.shape) - 1)))
+            t = arrays.cast(t.astype(np.float32) / divisor, target)
         out[name] = t
     return out
 
@@ -269,10 +260,26 @@ class CTranslate2WhisperConverter(CheckpointConverter):
     def source_files(self) -> list[Path]:
         return [self.path / "model.bin"]
 
+    def source_hashes(self) -> dict[str, str]:
+        # Hashed through the mapping the variables are then read from: the file is read once.
+        return {"model.bin": hashlib.sha256(self._model_bin).hexdigest()}
+
+    def layout(self, config: WhisperConfig) -> WhisperLayout:
+        return WhisperLayout(config)
+
     @functools.cached_property
-    def _variables(self) -> dict[str, torch.Tensor]:
+    def _model_bin(self) -> mmap.mmap:
         file = self.path / "model.bin"
-        spec, variables = _read_model_bin(file)
+        with open(file, "rb") as f:
+            try:
+                return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            except ValueError as e:  # empty file
+                raise ConversionError(f"{file} is empty") from e
+
+    @functools.cached_property
+    def _variables(self) -> dict:
+        file = self.path / "model.bin"
+        spec, variables = _read_model_bin(self._model_bin, file)
         if spec != "WhisperSpec":
             raise ConversionError(f"{file}: CTranslate2 spec {spec} is not supported (WhisperSpec is)")
         return variables
@@ -294,11 +301,11 @@ class CTranslate2WhisperConverter(CheckpointConverter):
         v = self._variables
         file = self.path / "model.bin"
 
-        def tensor(name: str, rank: int) -> torch.Tensor:
+        def tensor(name: str, rank: int):
             if name not in v:
                 raise ConversionError(f"{file} lacks {name}")
             t = v[name]
-            if t.dim() != rank:
+            if len(t.shape) != rank:
                 raise ConversionError(f"{file}: {name} has shape {list(t.shape)}, expected {rank} dimension(s)")
             return t
 
@@ -306,8 +313,8 @@ class CTranslate2WhisperConverter(CheckpointConverter):
             t = v.get(name)
             if t is None:
                 raise ConversionError(f"{file} lacks {name}")
-            if t.numel() != 1 or t.is_floating_point() or t.dtype == torch.bool:
-                raise ConversionError(f"{file}: {name} is not one integer ({t.dtype}, shape {list(t.shape)})")
+            if arrays.numel(t) != 1 or arrays.is_floating(t):
+                raise ConversionError(f"{file}: {name} is not one integer ({arrays.dtype_name(t)}, shape {list(t.shape)})")
             return int(t.reshape(()))
 
         def layers(side: str) -> int:
@@ -348,9 +355,9 @@ class CTranslate2WhisperConverter(CheckpointConverter):
                 continue
             # Weights are floating once dequantised: an integer one lost its *_scale (and would
             # reach the model as raw integers); none may be a scalar (a fused QKV is split along dim 0).
-            if not t.is_floating_point():
-                raise ConversionError(f"{file}: {name} holds {t.dtype} values and no {name}_scale")
-            if t.dim() == 0:
+            if not arrays.is_floating(t):
+                raise ConversionError(f"{file}: {name} holds {arrays.dtype_name(t)} values and no {name}_scale")
+            if len(t.shape) == 0:
                 raise ConversionError(f"{file}: {name} is a scalar, not a weight")
         return variables
 

@@ -27,14 +27,16 @@ import logging
 import re
 from fractions import Fraction
 from pathlib import Path
-
-from torch import Tensor
+from typing import TYPE_CHECKING
 
 from oasr.conversion.base import DETECT_NAMED_CONFIG, CheckpointConverter
 from oasr.errors import ConversionError, UnsafeCheckpointError
-from oasr.io.closed_pickle import ClassName, ClosedUnpickler, read_archive_pickle
-from oasr.models.demucs.htdemucs import HTDemucsConfig, HTDemucsNetConfig
 from oasr.specs import DecodingDefaults, FeatureSpec, TokenizerSpec
+
+if TYPE_CHECKING:
+    from oasr.io.closed_pickle import ClosedUnpickler
+    from oasr.models.demucs.htdemucs import HTDemucsConfig, HTDemucsNetConfig
+    from torch import Tensor
 
 log = logging.getLogger("oasr")
 
@@ -50,9 +52,6 @@ KNOWN_CLASSES = {
 }
 SIG = re.compile(r"^[0-9a-f]{8}$")
 
-# demucs keyword arguments oasr reads into HTDemucsNetConfig under the same name (the rest of
-# HTDemucsNetConfig: segment_samples from `segment` and `samplerate`, channels_time None -> 0).
-_SAME_NAME = frozenset(f.name for f in dataclasses.fields(HTDemucsNetConfig)) - {"segment_samples", "sources", "samplerate"}
 # Arguments that shape only training or initialisation: read and left out.
 _TRAINING_ONLY = frozenset({
     "wiener_residual", "end_iters", "dconv_init", "rescale", "emb_smooth", "t_dropout", "t_weight_decay",
@@ -86,6 +85,8 @@ def _fraction(*args) -> Fraction:
 
 
 def _unpickler(data, members, prefix) -> ClosedUnpickler:
+    from oasr.io.closed_pickle import ClassName, ClosedUnpickler
+
     extra = {tuple(name.rsplit(".", 1)): ClassName(name) for name in KNOWN_CLASSES}
     extra[("fractions", "Fraction")] = _fraction
     return ClosedUnpickler(data, members, prefix, what=WHAT, extra=extra)
@@ -93,6 +94,8 @@ def _unpickler(data, members, prefix) -> ClosedUnpickler:
 
 def read_package(path: Path) -> dict:
     """The package dict of a demucs ``.th``, classes as names, nothing run."""
+    from oasr.io.closed_pickle import read_archive_pickle
+
     package = read_archive_pickle(path, _unpickler, WHAT)
     if not isinstance(package, dict) or not {"klass", "kwargs", "state"} <= set(package):
         raise ConversionError(f"{path} is not a demucs model package (a dict with klass, kwargs and state)")
@@ -101,6 +104,9 @@ def read_package(path: Path) -> dict:
 
 def net_config(package: dict, where: Path, segment_override=None) -> tuple[HTDemucsNetConfig, list[str]]:
     """HTDemucsNetConfig from a package's klass, args and kwargs; and notes on what was left out."""
+    from oasr.io.closed_pickle import ClassName
+    from oasr.models.demucs.htdemucs import HTDemucsNetConfig
+
     klass = package["klass"]
     if not isinstance(klass, ClassName):
         raise ConversionError(f"{where}: its klass is {type(klass).__name__}, not a class name")
@@ -127,12 +133,15 @@ def net_config(package: dict, where: Path, segment_override=None) -> tuple[HTDem
     segment = kwargs.get("segment", 10) if segment_override is None else segment_override
     if not isinstance(segment, (int, float, Fraction)) or isinstance(segment, bool) or not segment > 0:
         raise ConversionError(f"{where}: segment {segment!r:.40} is not a positive number of seconds")
-    fields = {k: kwargs[k] for k in _SAME_NAME if k in kwargs}
+    # demucs keyword arguments oasr reads into HTDemucsNetConfig under the same name (the rest of
+    # HTDemucsNetConfig: segment_samples from `segment` and `samplerate`, channels_time None -> 0).
+    same_name = frozenset(f.name for f in dataclasses.fields(HTDemucsNetConfig)) - {"segment_samples", "sources", "samplerate"}
+    fields = {k: kwargs[k] for k in same_name if k in kwargs}
     fields["channels_time"] = kwargs.get("channels_time") or 0
     for name in ("t_norm_in_group", "t_group_norm", "t_norm_out"):
         if name in fields:
             fields[name] = int(fields[name])  # demucs passes bools or group counts
-    ignored = sorted(set(kwargs) - _SAME_NAME - _TRAINING_ONLY - set(_REQUIRED_VALUES) - {"sources", "samplerate", "segment"})
+    ignored = sorted(set(kwargs) - same_name - _TRAINING_ONLY - set(_REQUIRED_VALUES) - {"sources", "samplerate", "segment"})
     notes = [f"{where.name}: demucs argument(s) {', '.join(ignored)} not used (demucs drops them too)"] if ignored else []
     try:
         config = HTDemucsNetConfig(
@@ -144,6 +153,8 @@ def net_config(package: dict, where: Path, segment_override=None) -> tuple[HTDem
 
 
 def _state(package: dict, where: Path) -> dict[str, Tensor]:
+    from torch import Tensor
+
     state = package["state"]
     if not isinstance(state, dict):
         raise ConversionError(f"{where}: its state is {type(state).__name__}, not a dict of tensors")
@@ -221,6 +232,8 @@ class DemucsConverter(CheckpointConverter):
         return ([bag] if bag else []) + files
 
     def build_config(self) -> HTDemucsConfig:
+        from oasr.models.demucs.htdemucs import HTDemucsConfig
+
         members = [m[0] for m in self._members]
         weights = self._plan[1] or [[1.0] * len(members[0].sources) for _ in members]
         try:

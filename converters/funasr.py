@@ -19,19 +19,20 @@ import functools
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import yaml
-from torch import Tensor
 
 from oasr.conversion.base import DETECT_KEYED_VALUE, CheckpointConverter
 from oasr.conversion.tensor_map import TensorTable
 from oasr.errors import BundleError, ConversionError
-from oasr.features.funasr_fbank import funasr_feature_spec
 from oasr.io.checkpoint import load_torch_file
-from oasr.models.paraformer.config import PREDICTORS, ParaformerConfig
 from oasr.specs import DecodingDefaults, TokenizerSpec
 from oasr.tokenizers.funasr_char import SEG_DICT, VOCABULARIES, read_vocabulary
+
+if TYPE_CHECKING:
+    from oasr.models.paraformer.config import ParaformerConfig
+    from torch import Tensor
 
 MODEL = "Paraformer"
 # What FunASR ships under other model names, each needing more than this network.
@@ -148,6 +149,8 @@ class FunasrParaformerConverter(CheckpointConverter):
         return [self.weights_file, self.path / "config.yaml", self._file(CMVN, what="the CMVN statistics"), *self.tokenizer_files().values()]
 
     def load_state_dict(self) -> dict[str, Tensor]:
+        from torch import Tensor
+
         state = load_torch_file(self.weights_file)
         for key in ("state_dict", "model_state_dict", "model"):
             if isinstance(state, dict) and isinstance(state.get(key), dict):
@@ -164,6 +167,8 @@ class FunasrParaformerConverter(CheckpointConverter):
         return paraformer_config(self.conf, len(vocab), shift, scale, str(self.path))
 
     def build_specs(self, config: ParaformerConfig):
+        from oasr.features.funasr_fbank import funasr_feature_spec
+
         files = self.tokenizer_files()
         tokenizer = TokenizerSpec(kind="funasr_char", files=tuple(sorted(files)), options={"blank_id": config.blank_id})
         features = funasr_feature_spec(self.conf.get("frontend_conf") or {}, str(self.path))
@@ -197,6 +202,8 @@ def _expect(conf: Mapping[str, Any], key: str, allowed: tuple, default, where: s
 def paraformer_config(conf: Mapping[str, Any], vocab_size: int, shift: list[float], scale: list[float], where: str) -> ParaformerConfig:
     """FunASR's ``config.yaml`` (a ``model: Paraformer``) -> ParaformerConfig; what differs from
     the network built here is refused, naming the setting."""
+    from oasr.models.paraformer.config import PREDICTORS, ParaformerConfig
+
     _expect(conf, "model", (MODEL,), None, where)
     _expect(conf, "encoder", ("SANMEncoder",), None, where)
     _expect(conf, "decoder", ("ParaformerSANMDecoder",), None, where)

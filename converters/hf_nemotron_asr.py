@@ -12,19 +12,18 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from oasr.conversion.base import CheckpointConverter
 from oasr.conversion.tensor_map import TensorTable
 from oasr.errors import ConversionError
-from oasr.features.nemo_mel import nemo_feature_spec
-from oasr.features.nemotron_mel import LOG_ZERO_GUARD
-from oasr.models.fastconformer.specs import fastconformer_specs
-from oasr.models.nemotron_asr import NemotronAsrConfig
 from oasr.options import LANGUAGES
 from oasr.specs import FeatureSpec
 
 from .hf_parakeet import _LAYER, _LSTM, HFFolder, feature_extractor_settings, hf_preprocessor, mel_geometry, read_json_object
+
+if TYPE_CHECKING:
+    from oasr.models.nemotron_asr import NemotronAsrConfig
 
 MODEL_TYPE = "nemotron3_5_asr"
 
@@ -57,6 +56,8 @@ _TABLE = {
 
 
 def nemotron_config(cfg: dict, fe: dict) -> NemotronAsrConfig:
+    from oasr.models.nemotron_asr import NemotronAsrConfig
+
     try:
         enc = cfg["encoder_config"]
         vocab = int(cfg.get("vocab_size", 13088))
@@ -102,6 +103,9 @@ def nemotron_config(cfg: dict, fe: dict) -> NemotronAsrConfig:
 def nemotron_feature_spec(fe: Mapping[str, Any]) -> FeatureSpec:
     """The ``nemotron_logmel`` spec of transformers' ``NemotronAsrStreamingFeatureExtractor``
     settings (the ``feature_extractor`` object of ``processor_config.json``)."""
+    from oasr.features.nemo_mel import nemo_feature_spec
+    from oasr.features.nemotron_mel import LOG_ZERO_GUARD
+
     dtype = fe.get("mel_filters_dtype", "float32")
     if dtype != "float32":
         # Nemotron Transcribe rounds its filterbank and window to bfloat16: not reproduced here.
@@ -129,6 +133,8 @@ class HFNemotronAsrConverter(HFFolder, CheckpointConverter):
         return nemotron_config(self._config, feature_extractor_settings(self.path))
 
     def build_specs(self, config):
+        from oasr.models.fastconformer.specs import fastconformer_specs
+
         files = self.tokenizer_files()
         tokenizer, _, decoding = fastconformer_specs(config, files, language=None)
         features = nemotron_feature_spec(feature_extractor_settings(self.path))

@@ -11,14 +11,15 @@ from __future__ import annotations
 import functools
 import json
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from oasr.conversion.base import DETECT_KEYED_VALUE, CheckpointConverter, detect_hf_model_type
 from oasr.conversion.tensor_map import TensorTable
 from oasr.errors import ConversionError
 from oasr.io.checkpoint import load_safetensors_file, load_torch_file, shard_files
-from oasr.models.fastconformer.config import FastConformerConfig, PreprocessorConfig
-from oasr.models.fastconformer.specs import fastconformer_specs
+
+if TYPE_CHECKING:
+    from oasr.models.fastconformer.config import FastConformerConfig, PreprocessorConfig
 
 MODEL_TYPES = ("parakeet_ctc", "parakeet_rnnt", "parakeet_tdt")
 
@@ -160,6 +161,8 @@ class HFParakeetConverter(HFFolder, CheckpointConverter):
         return parakeet_config(self._config, feature_extractor_settings(self.path))
 
     def build_specs(self, config):
+        from oasr.models.fastconformer.specs import fastconformer_specs
+
         files = self.tokenizer_files()
         tokenizer, features, decoding = fastconformer_specs(config, files, language=None)
         return tokenizer, files, features, decoding
@@ -178,6 +181,8 @@ def parakeet_config(config_json: Mapping[str, Any], preprocessor: Mapping[str, A
 
 
 def _from_hf(cfg: Mapping[str, Any], fe: Mapping[str, Any]) -> FastConformerConfig:
+    from oasr.models.fastconformer.config import FastConformerConfig
+
     kind = cfg["model_type"]
     enc = cfg["encoder_config"]
     fields: dict[str, Any] = dict(
@@ -242,4 +247,6 @@ def mel_geometry(fe: Mapping[str, Any]) -> dict[str, Any]:
 
 def hf_preprocessor(fe: Mapping[str, Any]) -> PreprocessorConfig:
     """transformers' ``ParakeetFeatureExtractor`` settings (``preprocessor_config.json``)."""
+    from oasr.models.fastconformer.config import PreprocessorConfig
+
     return PreprocessorConfig(**mel_geometry(fe), pad_to=0, dither=0.0)

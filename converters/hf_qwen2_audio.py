@@ -17,14 +17,15 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from oasr.conversion.base import DETECT_KEYED_VALUE, CheckpointConverter, detect_hf_model_type
 from oasr.conversion.tensor_map import TensorTable
 from oasr.errors import ConversionError
-from oasr.io.mapped import map_safetensors, safetensors_names
-from oasr.models.qwen2_audio import Qwen2AudioConfig
 from oasr_converters.hf_parakeet import feature_extractor_settings, read_json_object, weight_files
+
+if TYPE_CHECKING:
+    from oasr.models.qwen2_audio import Qwen2AudioConfig
 
 # transformers' defaults for what a config.json may leave out (Qwen2Config, Qwen2AudioEncoderConfig).
 QWEN2_DEFAULTS = {
@@ -125,6 +126,8 @@ class HFQwen2AudioConverter(CheckpointConverter):
 
     def _check_index(self) -> None:
         """Every name of the index in the shard it names; every shard's tensors in the index."""
+        from oasr.io.mapped import safetensors_names
+
         index = self.path / "model.safetensors.index.json"
         if not index.is_file():
             return
@@ -144,6 +147,8 @@ class HFQwen2AudioConverter(CheckpointConverter):
             raise ConversionError(f"{index.name} does not list {len(unlisted)} tensor(s) of the shards (e.g. {unlisted[0]})")
 
     def load_state_dict(self):
+        from oasr.io.mapped import map_safetensors
+
         state = {}
         for file in self._weight_files:  # each a private read-only mapping: pages come in as read
             state.update(map_safetensors(file))
@@ -194,6 +199,8 @@ def stop_ids(value: Any, where: str) -> list[int]:
 def qwen2_audio_config(cfg: Mapping[str, Any], where: str) -> Qwen2AudioConfig:
     """config.json -> the model config, omitted fields from transformers' defaults; what oasr's
     model does not compute (sliding windows, other activations or rope scalings) is refused."""
+    from oasr.models.qwen2_audio import Qwen2AudioConfig
+
     try:
         text = {**QWEN2_DEFAULTS, **dict(cfg.get("text_config") or {})}
         audio = {**ENCODER_DEFAULTS, **dict(cfg.get("audio_config") or {})}

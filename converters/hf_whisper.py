@@ -13,7 +13,7 @@ from pathlib import Path
 from oasr.io.checkpoint import load_safetensors_file, load_torch_file, shard_files
 from oasr.conversion.base import DETECT_KEYED_VALUE, CheckpointConverter, detect_hf_model_type
 from oasr.errors import ConversionError
-from oasr.models.whisper import WhisperConfig, whisper_specs
+from oasr.models.whisper_config import WhisperConfig, whisper_specs
 from oasr.conversion.tensor_map import TensorTable
 from oasr.tokenizers.whisper import find_tokenizer_assets
 from oasr_converters.openai_whisper import check_whisper_config

@@ -26,18 +26,18 @@ import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-from torch import Tensor
+from typing import TYPE_CHECKING, Any
 
 from oasr.conversion.base import DETECT_ASSET_LAYOUT, CheckpointConverter
 from oasr.conversion.tensor_map import TensorTable
 from oasr.errors import ConversionError
-from oasr.features.kaldi import ICEFALL, kaldi_feature_spec
-from oasr.models.zipformer.config import ZipformerConfig
 from oasr.specs import DecodingDefaults, TokenizerSpec
 
 from .icefall_files import has_weights, read_weights, token_files, weight_file
+
+if TYPE_CHECKING:
+    from oasr.models.zipformer.config import ZipformerConfig
+    from torch import Tensor
 
 log = logging.getLogger("oasr")
 
@@ -136,6 +136,8 @@ class IcefallConverter(CheckpointConverter):
     # -- the config from the shapes --------------------------------------------------------------
 
     def build_config(self) -> ZipformerConfig:
+        from oasr.models.zipformer.config import ZipformerConfig
+
         state, params = self._read
         where = str(self.file)
         self._refuse_others(state, where)
@@ -235,6 +237,8 @@ class IcefallConverter(CheckpointConverter):
     def _mels(width: int, params: dict[str, Any], where: str) -> int:
         """Bins in from the front's output width ((F - 1) // 2 - 1) // 2: four bin counts give each
         width, so the params' feature_dim decides, else icefall's 80 where it fits."""
+        from oasr.features.kaldi import ICEFALL
+
         readings = [f for f in range(7, 4 * width + 8) if ((f - 1) // 2 - 1) // 2 == width]
         given = params.get("feature_dim")
         if isinstance(given, int) and given in readings:
@@ -295,6 +299,8 @@ class IcefallConverter(CheckpointConverter):
     # -- specs ----------------------------------------------------------------------------------
 
     def build_specs(self, config: ZipformerConfig):
+        from oasr.features.kaldi import kaldi_feature_spec
+
         files = token_files(self.path, self.file)
         features = kaldi_feature_spec()
         options: dict[str, Any] = {}

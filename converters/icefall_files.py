@@ -18,18 +18,17 @@ by name. Tokens (``tokens.txt``, ``bpe.model``) beside the weights, in the folde
 
 from __future__ import annotations
 
+import functools
 import pathlib
 import re
 import zipfile
 from pathlib import Path
-from typing import Any
-
-from torch import Tensor
+from typing import TYPE_CHECKING, Any
 
 from oasr.errors import ConversionError, OasrError
-from oasr.io.checkpoint import load_torch_file
-from oasr.io.closed_pickle import MAX_PICKLE, PICKLE_ERRORS, ZIP_ERRORS, ClosedUnpickler, Members, archive_prefix, first_line
-from oasr.io.torchscript import read_torchscript_tensors, torchscript_code_paths
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 NAMED = ("pretrained.pt", "model.pt", "checkpoint.pt", "cpu_jit.pt", "jit_script.pt")
 EPOCH = re.compile(r"^epoch-(\d+)\.pt$")
@@ -108,31 +107,43 @@ class _Lazy:
         self.load = load
 
 
-class _CheckpointUnpickler(ClosedUnpickler):
-    def __init__(self, data, members, prefix):
-        extra = {
-            ("icefall.utils", "AttributeDict"): dict,
-            ("zipformer.utils.utils", "AttributeDict"): dict,
-            ("pathlib", "PosixPath"): _path,
-            ("pathlib", "PurePosixPath"): _path,
-            ("builtins", "set"): set,
-            ("collections", "OrderedDict"): _StateDict,
-        }
-        super().__init__(data, members, prefix, what=WHAT, extra=extra)
+@functools.cache
+def _checkpoint_unpickler() -> type:
+    """The unpickler of icefall checkpoints, defined on first use: its base imports torch."""
+    from oasr.io.closed_pickle import ClosedUnpickler
 
-    def persistent_load(self, pid):
-        parent = super().persistent_load
-        return _Lazy(lambda: parent(pid))
+    class CheckpointUnpickler(ClosedUnpickler):
+        def __init__(self, data, members, prefix):
+            extra = {
+                ("icefall.utils", "AttributeDict"): dict,
+                ("zipformer.utils.utils", "AttributeDict"): dict,
+                ("pathlib", "PosixPath"): _path,
+                ("pathlib", "PurePosixPath"): _path,
+                ("builtins", "set"): set,
+                ("collections", "OrderedDict"): _StateDict,
+            }
+            super().__init__(data, members, prefix, what=WHAT, extra=extra)
 
-    def rebuild_tensor(self, storage, offset, size, stride, *flags):
-        parent = super().rebuild_tensor
-        if not isinstance(storage, _Lazy):
-            raise ConversionError(f"{self.where}: a tensor is rebuilt from {type(storage).__name__}, not a storage")
-        return _Lazy(lambda: parent(storage.load(), offset, size, stride, *flags))
+        def persistent_load(self, pid):
+            parent = super().persistent_load
+            return _Lazy(lambda: parent(pid))
+
+        def rebuild_tensor(self, storage, offset, size, stride, *flags):
+            parent = super().rebuild_tensor
+            if not isinstance(storage, _Lazy):
+                raise ConversionError(f"{self.where}: a tensor is rebuilt from {type(storage).__name__}, not a storage")
+            return _Lazy(lambda: parent(storage.load(), offset, size, stride, *flags))
+
+    return CheckpointUnpickler
 
 
 def read_weights(file: Path) -> tuple[dict[str, Tensor], dict[str, Any]]:
     """(the model's state dict, the training params when the file carries them)."""
+    from oasr.io.torchscript import read_torchscript_tensors, torchscript_code_paths
+
+    from oasr.io.checkpoint import load_torch_file
+    from oasr.io.closed_pickle import MAX_PICKLE, PICKLE_ERRORS, ZIP_ERRORS, Members, archive_prefix, first_line
+
     if torchscript_code_paths(file):
         state = read_torchscript_tensors(file)
         renamed = {}
@@ -150,7 +161,7 @@ def read_weights(file: Path) -> tuple[dict[str, Tensor], dict[str, Any]]:
         with zipfile.ZipFile(file) as archive:  # open while the model's tensors are read
             prefix = archive_prefix(archive, WHAT)
             members = Members(archive, str(file), Path(file).stat().st_size)
-            root = _CheckpointUnpickler(members.read(f"{prefix}data.pkl", limit=MAX_PICKLE), members, prefix).load()
+            root = _checkpoint_unpickler()(members.read(f"{prefix}data.pkl", limit=MAX_PICKLE), members, prefix).load()
             return _split(file, root, lambda v: v.load() if isinstance(v, _Lazy) else v)
     except OasrError:
         raise
@@ -159,6 +170,8 @@ def read_weights(file: Path) -> tuple[dict[str, Tensor], dict[str, Any]]:
 
 
 def _split(file: Path, root, load) -> tuple[dict[str, Tensor], dict[str, Any]]:
+    from torch import Tensor
+
     if not isinstance(root, dict) or not isinstance(root.get("model"), dict):
         raise ConversionError(f"{file}: expected an icefall checkpoint, a dict with a 'model' state dict")
     state = {}

@@ -20,20 +20,16 @@ import dataclasses
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
-
-import torch
-from torch import Tensor
+from typing import TYPE_CHECKING, Any, Mapping
 
 from oasr.conversion.base import DETECT_NAMED_CONFIG
 from oasr.conversion.tensor_map import TensorTable
 from oasr.errors import ConversionError
-from oasr.features.logmel import mel_filterbank
-from oasr.features.nemo_mel import NemoMelSettings, nemo_feature_spec
-from oasr.io.nemo.config import artifact, target_class
-from oasr.models.fastconformer.config import FastConformerConfig, PreprocessorConfig
-from oasr.models.fastconformer.specs import fastconformer_specs
 from oasr.specs import ConvertedCheckpoint, TokenizerSpec
+
+if TYPE_CHECKING:
+    from oasr.models.fastconformer.config import FastConformerConfig, PreprocessorConfig
+    from torch import Tensor
 
 # The NeMo model classes whose networks the FastConformer model runs (by their class names).
 SUPPORTED_CLASSES = (
@@ -82,9 +78,13 @@ class NemoSource:
 
     @property
     def target(self) -> str:
+        from oasr.io.nemo.config import target_class
+
         return target_class(self.nemo_config) or "a NeMo model (its config names no target class)"
 
     def build_config(self) -> FastConformerConfig:
+        from oasr.io.nemo.config import target_class
+
         cfg = self.nemo_config
         name = target_class(cfg).rsplit(".", 1)[-1]
         if name and name not in SUPPORTED_CLASSES:
@@ -118,6 +118,10 @@ class NemoSource:
     def _check_preprocessor_buffers(self, state: dict[str, Tensor]) -> None:
         """The dropped window and filterbank must be the ones the config describes: the front end
         rebuilds them from the config, so a custom filterbank would be silently replaced."""
+        from oasr.features.logmel import mel_filterbank
+        from oasr.features.nemo_mel import NemoMelSettings, nemo_feature_spec
+        import torch
+
         settings = NemoMelSettings.from_spec(nemo_feature_spec(dataclasses.asdict(self.build_config().preprocessor)))
         expected = {
             "preprocessor.featurizer.fb": mel_filterbank(
@@ -141,6 +145,8 @@ class NemoSource:
     def tokenizer_source(self, config: FastConformerConfig) -> tuple[str, dict[str, Path], dict[str, Any]]:
         """(tokenizer kind, asset files, options): SentencePiece for a BPE tokenizer, the config's
         labels for a character model; no kind ("none") when the SentencePiece model is not found."""
+        from oasr.io.nemo.config import artifact
+
         cfg = self.nemo_config
         tok = cfg.get("tokenizer")
         if isinstance(tok, dict):
@@ -175,6 +181,8 @@ class NemoSource:
             )
 
     def build_specs(self, config: FastConformerConfig):
+        from oasr.models.fastconformer.specs import fastconformer_specs
+
         kind, files, options = self.tokenizer_source(config)
         tokenizer, features, decoding = fastconformer_specs(config, files, tokenizer_kind=kind)
         if kind == "nemo_chars":  # no asset file: the labels travel in the spec
@@ -226,6 +234,8 @@ def _nemo_durations(model_config: Mapping[str, Any]) -> list[int]:
 
 
 def _from_nemo(cfg: Mapping[str, Any]) -> FastConformerConfig:
+    from oasr.models.fastconformer.config import FastConformerConfig
+
     enc = cfg["encoder"]
     head, hybrid = _nemo_head(cfg)
     d_model = int(enc["d_model"])
@@ -285,6 +295,8 @@ def _num_labels(section: Mapping[str, Any]) -> int:
 
 def nemo_preprocessor(pre: Mapping[str, Any]) -> PreprocessorConfig:
     """NeMo's ``preprocessor`` section (``window_size``/``window_stride`` in seconds)."""
+    from oasr.models.fastconformer.config import PreprocessorConfig
+
     rate = int(pre.get("sample_rate", 16000))
     win = round(float(pre.get("window_size", 0.02)) * rate)
     n_fft = pre.get("n_fft") or 2 ** math.ceil(math.log2(win))

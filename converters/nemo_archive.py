@@ -13,16 +13,15 @@ from __future__ import annotations
 import functools
 import weakref
 from pathlib import Path
-from typing import Any
-
-from torch import Tensor
+from typing import TYPE_CHECKING, Any
 
 from oasr.conversion.base import CheckpointConverter
-from oasr.io.nemo import read_state_dict
 from oasr.io.nemo.archive import CONFIG_NAME, WEIGHTS_NAME, NemoArchive, looks_like_tar
-from oasr.io.nemo.config import read_config_yaml
 
 from .nemo import NemoSource
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 SUFFIX = ".nemo"
 
@@ -58,6 +57,8 @@ class NemoArchiveConverter(NemoSource, CheckpointConverter):
 
     @functools.cached_property
     def nemo_config(self) -> dict[str, Any]:
+        from oasr.io.nemo.config import read_config_yaml
+
         return read_config_yaml(self._folder / CONFIG_NAME)
 
     @property
@@ -65,6 +66,8 @@ class NemoArchiveConverter(NemoSource, CheckpointConverter):
         return self._folder
 
     def nemo_tensors(self) -> dict[str, Tensor]:
+        from oasr.io.nemo import read_state_dict
+
         return read_state_dict(self._folder / WEIGHTS_NAME)
 
     def source_files(self) -> list[Path]:

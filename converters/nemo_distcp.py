@@ -11,28 +11,30 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Any
-
-from torch import Tensor
+from typing import TYPE_CHECKING, Any
 
 from oasr.conversion.base import CheckpointConverter
 from oasr.errors import ConversionError
 from oasr.io.nemo.archive import CONFIG_NAME
 from oasr.io.nemo.config import read_config_yaml
-from oasr.io.nemo.distcp import LIGHTNING_META, METADATA_NAME, SHARD_SUFFIX, is_distributed_checkpoint, read_distributed_checkpoint
-from oasr.io.nemo.lightning import hyper_parameters_config
-from oasr.io.nemo.pickled import load_torch_pickle
 
 from .nemo import NemoSource
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 
 class NemoDistcpConverter(NemoSource, CheckpointConverter):
     name = "nemo-distcp"
-    markers = f"a folder with {METADATA_NAME} and *{SHARD_SUFFIX} shards, and NeMo's config ({LIGHTNING_META} or {CONFIG_NAME})"
+    markers = "a folder with .metadata and *.distcp shards, and NeMo's config (meta.pt or model_config.yaml)"
 
     @classmethod
     def detect(cls, path: Path) -> str | None:
         path = Path(path)
+        if not (path / ".metadata").is_file():  # looked at before the reader loads: it imports torch
+            return None
+        from oasr.io.nemo.distcp import LIGHTNING_META, METADATA_NAME, SHARD_SUFFIX, is_distributed_checkpoint
+
         if not is_distributed_checkpoint(path):
             return None
         config = next((n for n in (LIGHTNING_META, CONFIG_NAME) if (path / n).is_file()), None)
@@ -42,6 +44,10 @@ class NemoDistcpConverter(NemoSource, CheckpointConverter):
 
     @functools.cached_property
     def nemo_config(self) -> dict[str, Any]:
+        from oasr.io.nemo.distcp import LIGHTNING_META
+        from oasr.io.nemo.lightning import hyper_parameters_config
+        from oasr.io.nemo.pickled import load_torch_pickle
+
         if (self.path / CONFIG_NAME).is_file():
             return read_config_yaml(self.path / CONFIG_NAME)
         meta = self.path / LIGHTNING_META
@@ -59,9 +65,13 @@ class NemoDistcpConverter(NemoSource, CheckpointConverter):
         return self.path
 
     def nemo_tensors(self) -> dict[str, Tensor]:
+        from oasr.io.nemo.distcp import read_distributed_checkpoint
+
         return read_distributed_checkpoint(self.path)
 
     def source_files(self) -> list[Path]:
+        from oasr.io.nemo.distcp import LIGHTNING_META, METADATA_NAME, SHARD_SUFFIX
+
         shards = sorted(self.path.glob(f"*{SHARD_SUFFIX}"))
         config = [self.path / n for n in (LIGHTNING_META, CONFIG_NAME) if (self.path / n).is_file()]
         return [self.path / METADATA_NAME, *shards, *config]

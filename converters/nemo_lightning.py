@@ -11,15 +11,16 @@ from __future__ import annotations
 import functools
 import zipfile
 from pathlib import Path
-from typing import Any
-
-from torch import Tensor
+from typing import TYPE_CHECKING, Any
 
 from oasr.conversion.base import CheckpointConverter
 from oasr.errors import ConversionError
-from oasr.io.nemo.lightning import LightningCheckpoint, read_lightning_checkpoint
 
 from .nemo import NemoSource
+
+if TYPE_CHECKING:
+    from oasr.io.nemo.lightning import LightningCheckpoint
+    from torch import Tensor
 
 SUFFIX = ".ckpt"
 MAX_PICKLE = 64 << 20  # data.pkl holds the object tree, tensors are stored apart
@@ -58,6 +59,8 @@ class NemoLightningConverter(NemoSource, CheckpointConverter):
 
     @functools.cached_property
     def _checkpoint(self) -> LightningCheckpoint:
+        from oasr.io.nemo.lightning import read_lightning_checkpoint
+
         return read_lightning_checkpoint(self.path)
 
     @property

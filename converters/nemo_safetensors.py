@@ -7,18 +7,18 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Any
-
-from torch import Tensor
+from typing import TYPE_CHECKING, Any
 
 from oasr.conversion.base import CheckpointConverter
 from oasr.errors import ConversionError
 from oasr.io.checkpoint import load_safetensors_file
 from oasr.io.nemo.archive import CONFIG_NAME
 from oasr.io.nemo.config import read_config_yaml
-from oasr.io.nemo.lightning import named_tensors
 
 from .nemo import NemoSource
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 SUFFIX = ".safetensors"
 
@@ -57,6 +57,8 @@ class NemoSafetensorsConverter(NemoSource, CheckpointConverter):
         return self.weights_file.parent
 
     def nemo_tensors(self) -> dict[str, Tensor]:
+        from oasr.io.nemo.lightning import named_tensors
+
         return named_tensors(load_safetensors_file(self.weights_file), str(self.weights_file))
 
     def source_files(self) -> list[Path]:

@@ -11,12 +11,10 @@ import operator
 import re
 from pathlib import Path
 
-from torch import Tensor
-
 from oasr.io.checkpoint import load_torch_file
 from oasr.conversion.base import DETECT_ASSET_LAYOUT, CheckpointConverter
 from oasr.errors import ConversionError
-from oasr.models.whisper import WhisperConfig, whisper_specs
+from oasr.models.whisper_config import WhisperConfig, whisper_specs
 from oasr.conversion.tensor_map import TensorTable
 from oasr.tokenizers.whisper import find_tokenizer_assets
 
@@ -88,6 +86,8 @@ class OpenAIWhisperConverter(CheckpointConverter):
 
     @functools.cached_property
     def _checkpoint(self) -> dict:
+        from torch import Tensor
+
         ckpt = load_torch_file(self.file)
         if not isinstance(ckpt, dict) or "dims" not in ckpt or "model_state_dict" not in ckpt:
             raise ConversionError(f"{self.file} is not an openai-whisper checkpoint: no dims and model_state_dict")

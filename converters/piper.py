@@ -24,16 +24,17 @@ import functools
 import json
 import re
 from pathlib import Path
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from oasr.conversion.base import DETECT_NAMED_CONFIG, CheckpointConverter
 from oasr.conversion.tensor_map import TensorTable
 from oasr.errors import ConversionError, InputError
-from oasr.io.onnx import OnnxGraph, read_onnx
-from oasr.models.vits import VitsConfig
 from oasr.specs import DecodingDefaults, FeatureSpec, TokenizerSpec
+
+if TYPE_CHECKING:
+    from oasr.io.onnx import OnnxGraph
+    from oasr.models.vits import VitsConfig
+    import torch
 
 MAX_JSON_BYTES = 4 << 20  # a voice config with a large speaker map is a few hundred kB
 PHONEME_TYPES = ("espeak", "text")  # Piper's phonemizers that oasr runs (pinyin, hebrew ... are not)
@@ -46,9 +47,17 @@ _PARAMETER_INPUTS = {
     "Gather": {0: "weight"},  # an embedding table
     "MatMul": {1: "weight"},  # [in, out] as the graph multiplies; transposed to [out, in]
 }
+
+
+def _negative_log(t):
+    import torch
+
+    return (-torch.log(t.double())).float()
+
+
 # Values the exporter folded: initializer -> (VITS name, the inverse of the folding).
 _FOLDED = {
-    "/dp/flows.0/Exp_output_0": ("dp.flows.0.logs", lambda t: (-torch.log(t.double())).float()),
+    "/dp/flows.0/Exp_output_0": ("dp.flows.0.logs", _negative_log),
 }
 _PARAM_PATH = re.compile(r"^[A-Za-z_]\w*(\.\w+)+$")
 
@@ -130,6 +139,8 @@ class PiperConverter(CheckpointConverter):
 
     @functools.cached_property
     def _graph(self) -> OnnxGraph:
+        from oasr.io.onnx import read_onnx
+
         try:
             return read_onnx(self.files[0])
         except InputError as e:  # the onnx package is missing, or the file is unreadable
@@ -209,6 +220,8 @@ def _node_attr(graph: OnnxGraph, node_name: str, attr: str, default):
 
 def vits_config(state: dict[str, torch.Tensor], graph: OnnxGraph, voice: dict) -> VitsConfig:
     """The VITS dimensions, from the weights' shapes and the graph's convolution attributes."""
+    from oasr.models.vits import VitsConfig
+
     label = graph.path.name
 
     def shape(name: str):

@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from oasr.conversion.base import DETECT_NAMED_CONFIG, CheckpointConverter
 from oasr.conversion.tensor_map import TensorTable
 from oasr.errors import ConversionError, UnsafeCheckpointError
-from oasr.models.pyannote_segmentation import PyannoteSegmentationConfig, segmentation_specs
+
+if TYPE_CHECKING:
+    from oasr.models.pyannote_segmentation import PyannoteSegmentationConfig
+    import torch
 
 FILE_NAME = "pytorch_model.bin"
 _MARKER = "sincnet.conv1d.0.filterbank.low_hz_"
@@ -87,6 +88,8 @@ STAND_INS = [
 
 def read_pyannote_checkpoint(path: Path) -> dict:
     """The checkpoint as tensors, plain containers and inert records of the listed pyannote classes."""
+    import torch
+
     import pickle
 
     from oasr.io.checkpoint import load_torch_file
@@ -148,6 +151,8 @@ class PyannoteConverter(CheckpointConverter):
         return [self.file]
 
     def build_config(self) -> PyannoteSegmentationConfig:
+        from oasr.models.pyannote_segmentation import PyannoteSegmentationConfig
+
         data = self._checkpoint
         hp = data.get("hyper_parameters") or {}
         sincnet, lstm, linear = (hp.get(k) or {} for k in ("sincnet", "lstm", "linear"))
@@ -187,5 +192,7 @@ class PyannoteConverter(CheckpointConverter):
         return dict(self._checkpoint["state_dict"])
 
     def build_specs(self, config):
+        from oasr.models.pyannote_segmentation import segmentation_specs
+
         tokenizer, features, decoding = segmentation_specs(config)
         return tokenizer, {}, features, decoding

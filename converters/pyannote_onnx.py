@@ -20,15 +20,18 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from oasr.conversion.base import DETECT_NAMED_CONFIG, CheckpointConverter
 from oasr.conversion.tensor_map import TensorTable
 from oasr.errors import ConversionError, MissingExtraError
 from oasr_converters.pyannote import PYANNOTE_NAMES
-from oasr.models.pyannote_segmentation import PyannoteSegmentationConfig, segmentation_specs, sinc_axes, sinc_filters
+
+if TYPE_CHECKING:
+    from oasr.models.pyannote_segmentation import PyannoteSegmentationConfig
+    import torch
 
 FILE_NAME = "segmentation-3.0.onnx"
 FILTERS = "/sincnet/conv1d.0/Concat_2_output_0"  # the computed sinc filterbank
@@ -43,6 +46,8 @@ _NAMED = [
 
 def _onnx_gates_to_torch(w: torch.Tensor, hidden: int) -> torch.Tensor:
     """[4H, ...] in ONNX's gate order (i, o, f, c) -> torch's (i, f, c, o)."""
+    import torch
+
     i, o, f, c = w.split(hidden)
     return torch.cat([i, f, c, o])
 
@@ -54,6 +59,9 @@ def solve_sinc_bands(filters: torch.Tensor, config: PyannoteSegmentationConfig) 
     with m the band's centre, b its width and t the time axis in radians per Hz: the phase of the
     tap next to the centre gives m, its magnitude b; least squares on all taps refines both.
     """
+    from oasr.models.pyannote_segmentation import sinc_axes, sinc_filters
+    import torch
+
     from scipy.optimize import brentq, least_squares
 
     window, n = (x.double() for x in sinc_axes(config))
@@ -141,6 +149,8 @@ class PyannoteOnnxConverter(CheckpointConverter):
         return [node for node in self._graph.nodes if node.op_type == op_type]
 
     def build_config(self) -> PyannoteSegmentationConfig:
+        from oasr.models.pyannote_segmentation import PyannoteSegmentationConfig
+
         lstms = self._nodes("LSTM")
         matmuls = [n for n in self._nodes("MatMul") if n.inputs[1] in self._graph.initializers]
         if not lstms or len(matmuls) < 2:
@@ -165,6 +175,8 @@ class PyannoteOnnxConverter(CheckpointConverter):
         )
 
     def load_state_dict(self) -> dict[str, torch.Tensor]:
+        from oasr.models.pyannote_segmentation import sinc_axes, sinc_filters
+
         g = self._graph
         config = self.build_config()
         state = {name: g.tensor(name) for name in _NAMED}
@@ -206,5 +218,7 @@ class PyannoteOnnxConverter(CheckpointConverter):
         return state
 
     def build_specs(self, config):
+        from oasr.models.pyannote_segmentation import segmentation_specs
+
         tokenizer, features, decoding = segmentation_specs(config)
         return tokenizer, {}, features, decoding

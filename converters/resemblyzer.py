@@ -10,14 +10,15 @@ from __future__ import annotations
 import functools
 import re
 from pathlib import Path
-
-from torch import Tensor
+from typing import TYPE_CHECKING
 
 from oasr.io.checkpoint import load_torch_file
 from oasr.conversion.base import DETECT_NAMED_CONFIG, CheckpointConverter
 from oasr.errors import ConversionError
-from oasr.models.ge2e import GE2EConfig, ge2e_specs
 from oasr.conversion.tensor_map import TensorTable
+
+if TYPE_CHECKING:
+    from oasr.models.ge2e import GE2EConfig
 
 _NAMES = [
     *(f"lstm.{kind}_{part}_l{{bid}}" for kind in ("weight", "bias") for part in ("ih", "hh")),
@@ -29,6 +30,8 @@ _LAYER = re.compile(r"lstm\.weight_ih_l(\d+)$")
 
 def _model_state(file: Path) -> dict | None:
     """The checkpoint's ``model_state`` when it is a Resemblyzer encoder's, else None."""
+    from torch import Tensor
+
     try:
         ckpt = load_torch_file(file)
     except ConversionError:
@@ -87,6 +90,8 @@ class ResemblyzerConverter(CheckpointConverter):
         return [self.file]
 
     def build_config(self) -> GE2EConfig:
+        from oasr.models.ge2e import GE2EConfig
+
         state = self._state
         layers = sum(1 for k in state if _LAYER.match(k))
         if "lstm.weight_hh_l0" not in state:
@@ -109,5 +114,7 @@ class ResemblyzerConverter(CheckpointConverter):
         return dict(self._state)
 
     def build_specs(self, config):
+        from oasr.models.ge2e import ge2e_specs
+
         tokenizer, features, decoding = ge2e_specs(config)
         return tokenizer, {}, features, decoding

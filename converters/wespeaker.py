@@ -22,14 +22,15 @@ import functools
 import logging
 import re
 from pathlib import Path
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from oasr.conversion.base import DETECT_NAMED_CONFIG, CheckpointConverter
 from oasr.conversion.tensor_map import TensorTable
 from oasr.errors import ConversionError
-from oasr.models.wespeaker import WeSpeakerConfig, wespeaker_specs
+
+if TYPE_CHECKING:
+    from oasr.models.wespeaker import WeSpeakerConfig
+    import torch
 
 log = logging.getLogger("oasr")
 
@@ -61,6 +62,8 @@ _NAMES = [
 
 def _wespeaker_state(file: Path) -> dict | None:
     """A plain WeSpeaker ResNet state dict (its own names), or None."""
+    import torch
+
     from oasr.io.checkpoint import load_torch_file
 
     try:
@@ -90,6 +93,8 @@ def _pyannote_checkpoint(file: Path) -> dict | None:
 
 def infer_config(state: dict[str, torch.Tensor], fbank: dict[str, Any], where: Path) -> WeSpeakerConfig:
     """The topology from the tensors (WeSpeaker's names), the front end from ``fbank`` options."""
+    from oasr.models.wespeaker import WeSpeakerConfig
+
     blocks = [0, 0, 0, 0]
     for name in state:
         m = _BLOCK.match(name)
@@ -146,6 +151,8 @@ class _WeSpeakerParts:
     detect_specificity = DETECT_NAMED_CONFIG  # the checkpoint's own structure names the encoder
 
     def build_specs(self, config):
+        from oasr.models.wespeaker import wespeaker_specs
+
         tokenizer, features, decoding = wespeaker_specs(config)
         return tokenizer, {}, features, decoding
 

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, ClassVar, Collection, Mapping
-
-from torch import Tensor
+from typing import TYPE_CHECKING, Any, ClassVar, Collection, Mapping
 
 from ..specs import ConvertedCheckpoint, DecodingDefaults, FeatureSpec, Provenance, TokenizerSpec
 from .tensor_map import TensorTable
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 DETECT_KEYED_VALUE = 30  # a config field names the architecture (config.json model_type, a header)
 DETECT_NAMED_CONFIG = 20  # a framework's own config file or structure identifies the framework
@@ -53,6 +54,13 @@ class CheckpointConverter:
         """Weight files whose sha256 identifies the source (provenance and up-to-date checks)."""
         raise NotImplementedError
 
+    def source_hashes(self) -> dict[str, str]:
+        """sha256 of each source file, by name. A converter that maps a file whole may hash it
+        as it maps it, so that conversion reads it once."""
+        from ..io.files import sha256_file
+
+        return {p.name: sha256_file(p) for p in self.source_files()}
+
     def build_config(self) -> Any:
         raise NotImplementedError
 
@@ -60,8 +68,14 @@ class CheckpointConverter:
         return {}
 
     def load_state_dict(self) -> dict[str, Tensor]:
-        """Source-format tensors on the CPU; the tensor table maps their names."""
+        """Source-format tensors on the CPU (torch tensors, or numpy arrays: ``arrays``); the
+        tensor table maps their names."""
         raise NotImplementedError
+
+    def layout(self, config: Any) -> Any | None:
+        """The model's stored tensors, computed buffers and capabilities without torch (as
+        ``oasr.models.whisper_config.WhisperLayout``), or None: conversion builds the meta model."""
+        return None
 
     def build_specs(self, config: Any) -> tuple[TokenizerSpec, dict[str, Path], FeatureSpec, DecodingDefaults]:
         """Tokenizer spec and its asset files (bundle name -> source path), features, decoding."""
@@ -74,10 +88,9 @@ class CheckpointConverter:
     def convert(self, hashes: Mapping[str, str] | None = None) -> ConvertedCheckpoint:
         """Everything needed to build the model, with provenance (sha256 of the source files)."""
         from .. import __version__
-        from ..io.files import sha256_file
 
         if hashes is None:
-            hashes = {p.name: sha256_file(p) for p in self.source_files()}
+            hashes = self.source_hashes()
         config = self.build_config()
         tokenizer, tokenizer_files, features, decoding = self.build_specs(config)
         return ConvertedCheckpoint(

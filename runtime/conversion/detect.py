@@ -11,7 +11,6 @@ from pathlib import Path
 from .base import CheckpointConverter
 from ..errors import DetectionError, InputError, MissingExtraError
 from ..extras import importable, install_hint
-from ..models.architectures import architectures
 
 
 log = logging.getLogger("oasr")
@@ -106,6 +105,8 @@ def pick_converter(path: Path, architecture: str | None = None) -> tuple[type[Ch
             return known[architecture], []
         candidates = [c for c in known.values() if c.architecture == architecture]
         if not candidates:
+            from ..models.architectures import architectures  # imports torch: only for this message
+
             raise DetectionError(
                 f"--architecture {architecture!r} is neither a converter ({', '.join(sorted(known))}) "
                 f"nor an architecture ({', '.join(architectures())})"

@@ -87,7 +87,8 @@ def verify_bundle(path: str | Path) -> dict[str, Any]:
     from ..io.files import sha256_file
     from ..models.architectures import find_architecture
     from ..models.weights import check_tensor_dtypes, check_weights, meta_model
-    from .run import _all_finite, describe_non_finite
+    from .arrays import all_finite
+    from .run import describe_non_finite
 
     path = Path(path)
     cfg = _bundle.read_config(path)
@@ -104,7 +105,7 @@ def verify_bundle(path: str | Path) -> dict[str, Any]:
             for name in f.keys():
                 t = f.get_tensor(name)
                 shapes[name] = torch.empty(t.shape, dtype=t.dtype, device="meta")
-                if t.is_floating_point() and not _all_finite(t):
+                if t.is_floating_point() and not all_finite(t):
                     non_finite.append(name)
                 del t
     except (SafetensorError, OSError, ValueError) as e:

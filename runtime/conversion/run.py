@@ -1,4 +1,8 @@
-"""``oasr convert``: foreign checkpoints -> native bundles, atomic and idempotent."""
+"""``oasr convert``: foreign checkpoints -> native bundles, atomic and idempotent.
+
+torch is imported only for a converter that hands torch tensors or gives no layout, or for a
+bfloat16 cast: a CTranslate2 Whisper folder converts on numpy alone.
+"""
 
 from __future__ import annotations
 
@@ -9,19 +13,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-import torch
-
 from ..io import bundle as _bundle
 from ..errors import ConversionError, InputError, OasrError
-from ..io.files import sha256_file
-from ..models.weights import check_tensor_dtypes, check_weights, meta_model
+from . import arrays
+from .accounting import check_tensor_dtypes, check_weights
 from .detect import check_source, pick_converter
 from ..version import __version__
 
 log = logging.getLogger("oasr")
 
 DTYPES = ("auto", "float32", "float16", "bfloat16")
-FINITE_CHUNK = 1 << 22  # elements per isfinite pass: a 4 MB mask at most, whatever the tensor's size
 
 
 @dataclass
@@ -74,17 +75,10 @@ def check_destination(src: Path, dst: Path) -> None:
         raise InputError(f"the parent folder of {dst} does not exist")
 
 
-def _all_finite(t: torch.Tensor) -> bool:
-    if not t.is_contiguous():
-        return bool(torch.isfinite(t).all())
-    flat = t.view(-1)
-    return all(bool(torch.isfinite(part).all()) for part in flat.split(FINITE_CHUNK))
-
-
-def non_finite_tensors(tensors: Mapping[str, torch.Tensor] | Iterable[tuple[str, torch.Tensor]]) -> list[str]:
+def non_finite_tensors(tensors: Mapping[str, Any] | Iterable[tuple[str, Any]]) -> list[str]:
     """The names of the floating tensors that hold inf or NaN, in order (integer ones cannot)."""
     items = tensors.items() if isinstance(tensors, Mapping) else tensors
-    return [name for name, t in items if t.is_floating_point() and not _all_finite(t)]
+    return [name for name, t in items if arrays.is_floating(t) and not arrays.all_finite(t)]
 
 
 def describe_non_finite(bad: Sequence[str]) -> str:
@@ -92,7 +86,7 @@ def describe_non_finite(bad: Sequence[str]) -> str:
     return f"{len(bad)} tensor(s) hold inf or NaN values ({', '.join(bad[:3])}{more})"
 
 
-def check_finite(tensors: Mapping[str, torch.Tensor], where: str) -> None:
+def check_finite(tensors: Mapping[str, Any], where: str) -> None:
     """A ConversionError naming the first few tensors (and the count) that hold inf or NaN."""
     bad = non_finite_tensors(tensors)
     if bad:
@@ -143,7 +137,7 @@ def convert_one(
         claims=[c.to_dict() for c in claims],
     )
     converter = converter_cls(src)
-    hashes = {p.name: sha256_file(p) for p in converter.source_files()}
+    hashes = converter.source_hashes()
     if not dry_run and not force and _up_to_date(dst, converter_cls.name, hashes, dtype, source_label):
         result.status = "skipped"
         result.dtype = _bundle.read_config(dst).dtype
@@ -151,19 +145,22 @@ def convert_one(
         return result
 
     converted = converter.convert(hashes)
-    model = meta_model(converted.architecture, converted.model_config)
+    model = converter.layout(converted.model_config)
+    if model is None:
+        from ..models.weights import meta_model
+
+        model = meta_model(converted.architecture, converted.model_config)
     tensors, report = check_weights(model, converted.state_dict, converter_cls)
     stored = check_tensor_dtypes(tensors)
     target = stored if dtype == "auto" else dtype
     if target != stored:
-        torch_dtype = getattr(torch, target)
-        tensors = {k: v.to(torch_dtype) if v.is_floating_point() else v for k, v in tensors.items()}
+        tensors = {k: arrays.cast(v, target) for k, v in tensors.items()}
     # After the cast: a corrupt source, and values too large for the target dtype, both show here.
     check_finite(tensors, str(src))
     result.dtype = target
     result.tensors = len(tensors)
-    result.parameters = sum(t.numel() for t in tensors.values())
-    result.bytes = sum(t.numel() * t.element_size() for t in tensors.values())
+    result.parameters = sum(arrays.numel(t) for t in tensors.values())
+    result.bytes = sum(arrays.nbytes(t) for t in tensors.values())
     result.mapped = len(report.mapped)
     result.dropped = report.dropped
     result.notes = converted.notes

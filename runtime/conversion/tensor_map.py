@@ -5,18 +5,20 @@ and is substituted into the target. A target is a model tensor name, or a tuple 
 source is then split into equal chunks along dim 0 (fused QKV), and a ``None`` chunk is
 discarded after checking it is all zeros (a fused key bias that Whisper does not have).
 Several sources may fill one target only when they hold equal values (tied weights).
+Tensors are torch tensors or numpy arrays (``arrays``).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Mapping, Union
-
-import torch
-from torch import Tensor
+from typing import TYPE_CHECKING, Any, Mapping, Union
 
 from ..errors import ConversionError
+from . import arrays
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 Target = Union[str, tuple[Union[str, None], ...]]
 
@@ -69,12 +71,12 @@ def translate(state_dict: Mapping[str, Tensor], table: TensorTable | None) -> Tr
         chunks = (tensor,) if len(targets) == 1 else _split(name, tensor, len(targets))
         for target, chunk in zip(targets, chunks):
             if target is None:
-                if torch.count_nonzero(chunk):
+                if arrays.count_nonzero(chunk):
                     raise ConversionError(f"{name}: a chunk expected to be zero (no such tensor in the model) is not")
                 continue
             previous = out.tensors.get(target)
             if previous is not None:
-                if previous.shape != chunk.shape or not _equal(previous, chunk.to(previous.dtype)):
+                if not arrays.equal(previous, chunk):
                     raise ConversionError(f"{name} and another source tensor both fill {target} with different values")
                 continue
             out.tensors[target] = chunk
@@ -82,14 +84,7 @@ def translate(state_dict: Mapping[str, Tensor], table: TensorTable | None) -> Tr
     return out
 
 
-def _equal(a: Tensor, b: Tensor) -> bool:
-    """``torch.equal``, answered at once when both are views of the same memory (an alias)."""
-    if a.dtype == b.dtype and a.shape == b.shape and a.stride() == b.stride() and a.data_ptr() == b.data_ptr():
-        return a.device == b.device
-    return torch.equal(a, b)
-
-
-def _split(name: str, tensor: Tensor, parts: int) -> tuple[Tensor, ...]:
-    if tensor.dim() == 0 or tensor.shape[0] % parts:
+def _split(name: str, tensor: Any, parts: int) -> tuple:
+    if len(tensor.shape) == 0 or tensor.shape[0] % parts:
         raise ConversionError(f"{name}: dim 0 of {tuple(tensor.shape)} does not split into {parts} equal parts")
-    return tuple(tensor.chunk(parts, dim=0))
+    return arrays.split0(tensor, parts)

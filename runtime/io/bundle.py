@@ -10,15 +10,17 @@ import json
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
-import torch
 from safetensors import SafetensorError, safe_open
-from safetensors.torch import save_file
 
 from ..errors import BundleError
 from .files import atomic_directory, inside, name_problem, sha256_file
+from .safetensors_file import write_safetensors
 from ..specs import DecodingDefaults, FeatureSpec, Provenance, TokenizerSpec
+
+if TYPE_CHECKING:
+    import torch
 
 CONFIG_NAME = "oasr_config.json"
 WEIGHTS_NAME = "model.safetensors"
@@ -181,10 +183,11 @@ def tokenizer_files(path: Path, spec: TokenizerSpec) -> dict[str, Path]:
 def write_bundle(
     dst: Path,
     config: BundleConfig,
-    tensors: Mapping[str, torch.Tensor],
+    tensors: Mapping[str, Any],
     tokenizer_assets: Mapping[str, Path],
 ) -> None:
-    """Write a bundle atomically: ``dst`` is replaced whole or not at all."""
+    """Write a bundle atomically: ``dst`` is replaced whole or not at all. ``tensors``: torch
+    tensors or numpy arrays (a conversion without torch)."""
     with atomic_directory(Path(dst)) as tmp:
         (tmp / CONFIG_NAME).write_text(config.to_json(), encoding="utf-8")
         if tokenizer_assets:
@@ -192,9 +195,5 @@ def write_bundle(
             for name, source in tokenizer_assets.items():
                 target = inside(tmp / TOKENIZER_DIR, name, what="the tokenizer file", error=BundleError, nested=False)
                 shutil.copyfile(source, target)
-        save_file(
-            {k: v.contiguous() for k, v in sorted(tensors.items())},
-            tmp / WEIGHTS_NAME,
-            # One key only: safetensors keeps metadata in a hash map whose order varies per process.
-            metadata={"format": "pt"},
-        )
+        # One key only: safetensors keeps metadata in a hash map whose order varies per process.
+        write_safetensors(tensors, tmp / WEIGHTS_NAME, metadata={"format": "pt"})

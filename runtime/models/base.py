@@ -2,32 +2,12 @@
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Any, ClassVar, Mapping
+from typing import ClassVar
 
 import torch
 from torch import nn
 
-from ..errors import BundleError
-
-
-@dataclasses.dataclass(frozen=True)
-class BaseModelConfig:
-    """Shape and topology of a model; plain JSON in ``oasr_config.json``."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]):
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - names)
-        if unknown:
-            raise BundleError(f"model config has unknown field(s) for {cls.__name__}: {', '.join(unknown)}")
-        try:
-            return cls(**data)
-        except TypeError as e:
-            raise BundleError(f"model config for {cls.__name__} is incomplete: {e}") from e
+from .config import BaseModelConfig  # re-exported: where every architecture imports it from
 
 
 class OasrModel(nn.Module):

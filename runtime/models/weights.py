@@ -1,30 +1,24 @@
 """The one path from tensors to a model: accounting, the meta model, materialising.
 
-``check_weights`` does the accounting every load goes through (native or foreign), and
-``materialize_model`` builds the module on the meta device and assigns the tensors, so weights
-are never allocated twice.
+``check_weights`` (``oasr.conversion.accounting``, re-exported here) does the accounting every
+load goes through (native or foreign), and ``materialize_model`` builds the module on the meta
+device and assigns the tensors, so weights are never allocated twice.
 """
 
 from __future__ import annotations
 
 import contextlib
-import logging
 from typing import TYPE_CHECKING, Iterator, Mapping
 
 import torch
 from torch.overrides import TorchFunctionMode
 
-from ..conversion.base import CheckpointConverter
-from ..conversion.tensor_map import translate
-from ..errors import ConversionError, LoadError
-from ..specs import LoadReport
+from ..conversion.accounting import check_tensor_dtypes, check_weights  # noqa: F401 (re-exported: loading's accounting)
 from .base import BaseModelConfig, OasrModel
 from .architectures import find_architecture
 
 if TYPE_CHECKING:
     from ..quant.section import QuantizationSpec
-
-log = logging.getLogger("oasr")
 
 # Parameter initialisers: functions of torch.nn.init and the in-place fills they end in.
 _INIT_FUNCS = frozenset(
@@ -80,70 +74,6 @@ def meta_model(architecture: str, config: BaseModelConfig) -> OasrModel:
         return entry.model_cls(config)
 
 
-def check_weights(
-    model: OasrModel,
-    state_dict: Mapping[str, torch.Tensor],
-    converter: type[CheckpointConverter] | None = None,
-) -> tuple[dict[str, torch.Tensor], LoadReport]:
-    """Translate source names and account for every tensor; raise unless the model is filled exactly.
-
-    Without a converter the names are the model's own (a native bundle). Returns the model's
-    stored tensors (computed buffers excluded) and the LoadReport.
-    """
-    tr = translate(state_dict, converter.tensor_table if converter else None)
-    report = LoadReport(mapped=tr.mapped, dropped=tr.unmatched)
-    expected_unused = converter.expected_unused_prefixes if converter else ()
-    hints = dict(converter.capability_drop_hints) if converter else {}
-
-    fired: list[str] = []
-    unknown: list[str] = []
-    for name in report.dropped:
-        if name.startswith(expected_unused):
-            continue
-        hint = next((h for prefix, h in hints.items() if name.startswith(prefix)), None)
-        if hint is not None:
-            if hint not in fired:
-                fired.append(hint)
-                log.warning("dropping %s: %s", name, hint)
-        else:
-            unknown.append(name)
-    if unknown:
-        raise LoadError(
-            f"{len(unknown)} source tensor(s) fit nothing in the {type(model).__name__} model "
-            f"(e.g. {', '.join(unknown[:3])}); refusing to drop weights silently"
-        )
-
-    tensors = dict(tr.tensors)
-    computed = None  # built only when the source carries a computed buffer (a bundle never does)
-    for name in model.computed_buffers:
-        given = tensors.pop(name, None)
-        if given is None:
-            continue
-        if computed is None:
-            computed = model.computed_buffer_values()
-        if not torch.allclose(given.float(), computed[name], atol=2e-3, rtol=0):
-            raise LoadError(
-                f"{name} in the source differs from the values {type(model).__name__} computes; "
-                "this checkpoint is not a standard one"
-            )
-
-    expected = model.expected_tensors()
-    report.missing = sorted(set(expected) - set(tensors))
-    if report.missing:
-        detail = f" ({'; '.join(fired)})" if fired else ""
-        raise LoadError(
-            f"{len(report.missing)} model tensor(s) not filled by the source "
-            f"(e.g. {', '.join(report.missing[:3])}){detail}"
-        )
-    extra = sorted(set(tensors) - set(expected))
-    if extra:
-        raise LoadError(f"tensor(s) with no place in the model: {', '.join(extra[:3])}")
-    for name, (shape, _) in expected.items():
-        if tensors[name].shape != shape:
-            raise LoadError(f"{name}: the source has shape {tuple(tensors[name].shape)}, the model wants {tuple(shape)}")
-    return tensors, report
-
-
 def materialize_model(
     architecture: str,
     config: BaseModelConfig,
@@ -185,11 +115,3 @@ def materialize_model(
 
 def _cast(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return t.to(dtype) if t.is_floating_point() else t
-
-
-def check_tensor_dtypes(tensors: Mapping[str, torch.Tensor]) -> str:
-    """The one floating dtype of a state dict, as a name ("float16")."""
-    kinds = {str(t.dtype).removeprefix("torch.") for t in tensors.values() if t.is_floating_point()}
-    if len(kinds) != 1:
-        raise ConversionError(f"expected one floating dtype in the weights, found {sorted(kinds) or 'none'}")
-    return kinds.pop()

@@ -8,7 +8,6 @@ H heads, D head size, V vocabulary.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import ClassVar, Sequence
 
 import torch
@@ -17,21 +16,8 @@ from torch import Tensor, nn
 
 from .. import onednn
 from ..quant.modules import WIDE_ROWS
-from .base import BaseModelConfig, OasrModel
-
-
-@dataclass(frozen=True)
-class WhisperConfig(BaseModelConfig):
-    n_mels: int
-    n_audio_ctx: int  # encoder positions after the stride-2 conv: 1500 for 30 s
-    n_audio_state: int
-    n_audio_head: int
-    n_audio_layer: int
-    n_vocab: int
-    n_text_ctx: int  # decoder positions: 448
-    n_text_state: int
-    n_text_head: int
-    n_text_layer: int
+from .base import OasrModel
+from .whisper_config import CAPABILITIES, COMPUTED_BUFFERS, WhisperConfig
 
 
 def sinusoids(length: int, channels: int, max_timescale: float = 10000.0) -> Tensor:
@@ -372,8 +358,8 @@ class TextDecoder(nn.Module):
 
 class Whisper(OasrModel):
     config_class: ClassVar = WhisperConfig
-    computed_buffers: ClassVar = ("encoder.positional_embedding",)
-    capabilities: ClassVar = frozenset({"transcribe", "translate", "language_id", "timestamps", "word_timestamps"})
+    computed_buffers: ClassVar = COMPUTED_BUFFERS
+    capabilities: ClassVar = CAPABILITIES
     # Quantized: every attention and MLP projection, and the token table (int8 per token row,
     # also in int4 bundles: it is the tied output projection, 36% of base's weights, so a float
     # copy alone would exceed the size budget, and at int8 logits keep a cosine >= 0.999).
@@ -427,38 +413,3 @@ class Whisper(OasrModel):
 
     def forward(self, mel: Tensor, tokens: Tensor) -> Tensor:
         return self.decoder(tokens, self.encoder(mel))
-
-
-def whisper_specs(
-    config: WhisperConfig,
-    tokenizer_files: dict,
-    *,
-    suppress_ids: list[int] | None = None,
-    suppress_ids_begin: list[int] | None = None,
-    alignment_heads: list[list[int]] | None = None,
-):
-    """TokenizerSpec, FeatureSpec and DecodingDefaults any Whisper source shares.
-
-    Ids come from the vocabulary when tokenizer assets exist; options the source does not
-    state are left out, and decoders fall back to openai-whisper's rules.
-    """
-    from ..specs import DecodingDefaults, FeatureSpec, TokenizerSpec
-
-    multilingual = config.n_vocab >= 51865
-    features = FeatureSpec(kind="whisper_logmel", sample_rate=16000, n_mels=config.n_mels, n_fft=400, hop_length=160)
-    options: dict = {}
-    if suppress_ids is not None:
-        options["suppress_ids"] = [int(i) for i in suppress_ids]
-    if suppress_ids_begin is not None:
-        options["suppress_ids_begin"] = [int(i) for i in suppress_ids_begin]
-    if alignment_heads:
-        options["alignment_heads"] = [[int(layer), int(head)] for layer, head in alignment_heads]
-    if not tokenizer_files:
-        tokenizer = TokenizerSpec(kind="none")
-        return tokenizer, features, DecodingDefaults(family="whisper_seq2seq", options=options)
-    tokenizer = TokenizerSpec(kind="whisper", files=tuple(sorted(tokenizer_files)), options={"multilingual": multilingual})
-    from ..tokenizers.whisper import WhisperTokenizer
-
-    tok = WhisperTokenizer.from_files(tokenizer_files, tokenizer)
-    decoding = DecodingDefaults(family="whisper_seq2seq", bos_id=tok.sot, eos_id=tok.eot, options=options)
-    return tokenizer, features, decoding

@@ -211,14 +211,14 @@ def test_converting_a_bundle_is_refused(cli, pt, tmp_path):
 def _fail_while_writing(monkeypatch, exc: BaseException):
     import oasr.io.bundle
 
-    real = oasr.io.bundle.save_file
+    real = oasr.io.bundle.write_safetensors
 
     def broken(tensors, path, metadata=None):
         real(tensors, path, metadata=metadata)
         Path(path).write_bytes(Path(path).read_bytes()[:100])  # half-written
         raise exc
 
-    monkeypatch.setattr(oasr.io.bundle, "save_file", broken)
+    monkeypatch.setattr(oasr.io.bundle, "write_safetensors", broken)
 
 
 @pytest.mark.parametrize("exc, code", [(OSError("disk full"), 1), (KeyboardInterrupt(), 130)])

@@ -152,20 +152,20 @@ def test_interrupted_conversion_leaves_no_entry(synthetic, monkeypatch):
     import oasr.io.bundle
     from oasr.hub.resolve import cached_bundle, resolve_model
 
-    real = oasr.io.bundle.save_file
+    real = oasr.io.bundle.write_safetensors
 
     def interrupted(tensors, path, metadata=None):
         real(tensors, path, metadata=metadata)
         Path(path).write_bytes(Path(path).read_bytes()[:100])  # half-written, then Ctrl-C
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(oasr.io.bundle, "save_file", interrupted)
+    monkeypatch.setattr(oasr.io.bundle, "write_safetensors", interrupted)
     with pytest.raises(KeyboardInterrupt):
         resolve_model("tiny-test")
     assert _cache_state(synthetic.cache) == {"bundles": [], "tmp": []}
     assert cached_bundle("tiny-test") is None
 
-    monkeypatch.setattr(oasr.io.bundle, "save_file", real)
+    monkeypatch.setattr(oasr.io.bundle, "write_safetensors", real)
     assert (resolve_model("tiny-test") / "model.safetensors").is_file()
 
 

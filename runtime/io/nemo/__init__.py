@@ -13,10 +13,12 @@ ever shown, never imported.
 from __future__ import annotations
 
 from pathlib import Path
-
-from torch import Tensor
+from typing import TYPE_CHECKING
 
 from ..checkpoint import load_torch_file
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 
 def read_state_dict(path: Path) -> dict[str, Tensor]:
