@@ -14,7 +14,9 @@ another script than the voice's language writes in.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
+import sys
 import threading
 import unicodedata
 from dataclasses import dataclass
@@ -61,6 +63,7 @@ def _espeak():
     global _ESPEAK
     if _ESPEAK is None:
         try:
+            _enter_piper_lazily()
             from piper.phonemize_espeak import EspeakPhonemizer
         except ImportError:
             raise CapabilityError(
@@ -69,6 +72,31 @@ def _espeak():
             ) from None
         _ESPEAK = EspeakPhonemizer()
     return _ESPEAK
+
+
+def _enter_piper_lazily() -> None:
+    """Make ``piper`` importable without running its package ``__init__`` yet, unless it ran.
+
+    That ``__init__`` imports Piper's ONNX voice and onnxruntime with it: 0.1 s and 20 MB of a
+    process that phonemizes and never runs an ONNX graph. Submodules import as usual; the first
+    other name asked of the package (``from piper import PiperVoice``) runs its ``__init__``.
+    """
+    if "piper" in sys.modules:
+        return
+    spec = importlib.util.find_spec("piper")
+    if spec is None or spec.loader is None or spec.submodule_search_locations is None:
+        return  # not installed (the import after says so) or not a package
+    package = importlib.util.module_from_spec(spec)
+
+    def __getattr__(name: str):
+        if importlib.util.find_spec(f"piper.{name}") is not None:
+            raise AttributeError(name)  # a submodule: the import system loads it
+        del package.__getattr__
+        spec.loader.exec_module(package)
+        return getattr(package, name)
+
+    package.__getattr__ = __getattr__
+    sys.modules["piper"] = package
 
 
 @dataclass(frozen=True)
