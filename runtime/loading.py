@@ -303,9 +303,9 @@ def _load_bundle(path: Path, target: torch.device, plan: ComputePlan) -> LoadedM
         stored.setdefault(str(t.dtype), t.new_empty(0))
         return t.to(dtype)
 
-    # The integer weights are used as stored: left mapped, their pages are given back once a
-    # kernel has packed them (oasr.quant.modules), so the process never holds them twice.
-    tensors, report = check_weights(skeleton, _bundle.read_tensors(path, cast, keep=exact.__contains__ if exact else None))
+    # What is used as stored (no cast) stays mapped from the file, not copied; the integer
+    # weights' pages are given back once a kernel has packed them (oasr.quant.modules).
+    tensors, report = check_weights(skeleton, _bundle.read_tensors(path, cast, keep_unconverted=True))
     report.dropped = list(cfg.provenance.dropped)  # what the conversion into this bundle left out
     check_tensor_dtypes(stored)  # one float dtype, or the bundle is refused
     model = materialize_model(

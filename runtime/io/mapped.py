@@ -4,9 +4,10 @@ A large checkpoint's shards can then be held together without their bytes reside
 reads a tensor's pages when it is used and may drop them again (they are clean, backed by the
 file). ``read_streamed`` copies tensor by tensor out of such a mapping into memory of the wanted
 dtype, giving each tensor's source pages back once it is copied, so a load peaks at the result's
-bytes plus one tensor, not at the file's size on top of it. Tensors used as they are stored (the
-integer weights of a quantized bundle) can stay views of a private mapping instead (``keep``):
-once a kernel has copied them into its own layout, ``release`` gives their pages back.
+bytes plus one tensor, not at the file's size on top of it. Tensors used as they are stored (no
+cast) can stay views of a private mapping instead (``keep_unconverted``): nothing is copied, and
+once a kernel has copied one into its own layout (a packed integer weight), ``release`` gives its
+pages back.
 """
 
 from __future__ import annotations
@@ -84,26 +85,38 @@ def map_safetensors(file: Path, error: type[Exception] = ConversionError) -> dic
 
 
 def read_streamed(
-    file: Path, convert: Callable[[str, torch.Tensor], torch.Tensor], error: type[Exception], keep: Callable[[str], bool] | None = None
+    file: Path, convert: Callable[[str, torch.Tensor], torch.Tensor], error: type[Exception], keep_unconverted: bool = False
 ) -> dict[str, torch.Tensor]:
     """Every tensor of ``file``, each passed through ``convert(name, mapped view)`` (which must
     return a tensor of its own memory, a cast or a copy) and its mapped pages dropped after.
-    ``keep(name)``: that tensor is returned as a view of a private mapping of the file, uncopied
-    and unconverted (its pages read when used; ``release`` gives them back)."""
+    ``keep_unconverted``: a tensor that ``convert`` returns as it is (no cast needed) stays a view
+    of a private mapping of the file, never copied (its pages read when used; ``release`` gives
+    them back); the others are converted from that mapping and its pages of them dropped."""
     file = Path(file)
     entries = list(_entries(file, error))
     out = {}
     if file.stat().st_size == 0:
         return out
-    kept = _private_mapping(file) if keep is not None and any(keep(e[0]) for e in entries) else None
+    if keep_unconverted:
+        mapped = _private_mapping(file)
+        for name, dtype, shape, begin, end in entries:
+            source = mapped[begin:end]
+            aligned = begin % torch.empty(0, dtype=dtype).element_size() == 0
+            tensor = (source if aligned else source.clone()).view(dtype).view(shape)
+            result = convert(name, tensor)
+            if aligned and result.data_ptr() == tensor.data_ptr() and result.dtype == tensor.dtype:
+                out[name] = result  # used as stored: the mapping is its memory
+                continue
+            if result.untyped_storage().data_ptr() == tensor.untyped_storage().data_ptr():
+                result = result.clone()  # a view that is not the whole tensor: its own memory
+            out[name] = result
+            release(source)
+        return out
     with open(file, "rb") as f:
         view = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         try:
             page = mmap.PAGESIZE
             for name, dtype, shape, begin, end in entries:
-                if kept is not None and keep(name) and end > begin and begin % torch.empty(0, dtype=dtype).element_size() == 0:
-                    out[name] = kept[begin:end].view(dtype).view(shape)
-                    continue
                 with warnings.catch_warnings():  # read-only: the views are only read, then copied
                     warnings.simplefilter("ignore")
                     raw = torch.frombuffer(view, dtype=torch.uint8, count=end - begin, offset=begin) if end > begin else torch.empty(0, dtype=torch.uint8)
@@ -140,7 +153,7 @@ def _private_mapping(file: Path) -> torch.Tensor:
 
 def release(tensor: torch.Tensor) -> None:
     """Give back the resident pages of ``tensor`` if it is a kept view (``read_streamed``'s
-    ``keep``) that no one wrote: they are read from the file again if it is used. Any other
+    ``keep_unconverted``) that no one wrote: they are read from the file again if it is used. Any other
     tensor is left alone. Call it only once the bytes have been copied where they are used."""
     start, end = tensor.data_ptr(), tensor.data_ptr() + tensor.numel() * tensor.element_size()
     for (lo, hi), mapping in list(_KEPT.items()):

@@ -545,7 +545,7 @@ def test_full_disk_while_writing_is_one_line(tmp_path, cli, monkeypatch):
     def full(*_a, **_k):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(bundle, "save_file", full)
+    monkeypatch.setattr(bundle, "write_safetensors", full)
     code, _, err = cli("convert", write_ct2(tmp_path / "src"), tmp_path / "dst")
     line = _one_line_failure(code, err)
     assert "No space left on device" in line

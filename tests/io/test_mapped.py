@@ -7,6 +7,7 @@ import torch
 from safetensors.torch import save_file
 
 from oasr.errors import BundleError
+from oasr.io import mapped
 from oasr.io.mapped import read_streamed, release
 
 SIZE = 16 << 20  # bytes of the kept tensor: far above the noise of the process's own file pages
@@ -27,19 +28,27 @@ def stored(tmp_path):
     return tmp_path / "w.safetensors", tensors
 
 
-def test_a_kept_tensor_is_a_mapped_view_and_the_rest_are_converted(stored):
+def _float64(name, t):
+    return t.double() if t.is_floating_point() else t
+
+
+def test_what_needs_no_cast_stays_a_mapped_view_and_the_rest_is_converted(stored):
     file, tensors = stored
-    out = read_streamed(file, lambda name, t: t.double(), BundleError, keep={"q"}.__contains__)
+    out = read_streamed(file, _float64, BundleError, keep_unconverted=True)
     assert out["q"].dtype == torch.int8 and torch.equal(out["q"], tensors["q"])
-    assert out["f"].dtype == torch.float64  # converted as before
+    assert any(lo <= out["q"].data_ptr() < hi for lo, hi in mapped._KEPT)  # not copied
+    assert out["f"].dtype == torch.float64 and torch.equal(out["f"], tensors["f"].double())
+    assert not any(lo <= out["f"].data_ptr() < hi for lo, hi in mapped._KEPT)
     out["q"][0, 0] = 5  # copy-on-write: the file is never written
     again = read_streamed(file, lambda name, t: t.clone(), BundleError)
     assert torch.equal(again["q"], tensors["q"])
+    copied = read_streamed(file, lambda name, t: t, BundleError)  # without keep_unconverted: copies
+    assert not any(lo <= copied["q"].data_ptr() < hi for lo, hi in mapped._KEPT)
 
 
 def test_release_gives_a_kept_tensors_pages_back_and_it_stays_readable(stored):
     file, tensors = stored
-    q = read_streamed(file, lambda name, t: t.clone(), BundleError, keep={"q"}.__contains__)["q"]
+    q = read_streamed(file, _float64, BundleError, keep_unconverted=True)["q"]
     q.sum(dtype=torch.int64)  # every page read
     before = _rss_file_mb()
     release(q)
