@@ -81,6 +81,10 @@ def test_batched_label_looping_matches_plain_greedy(durations, seed):
         assert frames == sorted(frames) and all(0 <= f < n for f in frames)
         if durations:
             assert all(t.duration in durations for t in rows[r])
+        # one row alone takes the single-row loop: the same tokens as in the batch
+        alone = greedy_transducer(model, encoded[r : r + 1, :n], lengths[r : r + 1], blank_id=BLANK, durations=durations, max_symbols=3)[0]
+        assert [(t.id, t.frame, t.duration) for t in alone] == [(t.id, t.frame, t.duration) for t in rows[r]]
+        assert [t.probability for t in alone] == pytest.approx([t.probability for t in rows[r]], abs=1e-6)
         emitted += len(ref)
     assert emitted > 10
 
