@@ -118,3 +118,28 @@ def test_a_plugin_format_through_the_python_api(plugin):
     assert render(transcript, "shout") == "HELLO THERE\n"
     assert format_from_suffix("talk.shout") == "shout"
     assert FORMATS[:6] == ("txt", "srt", "vtt", "json", "tsv", "lrc") and FORMATS[-1] == "shout"
+
+
+def test_installed_packages_are_read_once_for_every_group(monkeypatch):
+    """Each read of the entry points walks every installed package's metadata: a command asks
+    for about ten groups, so they are read once per process (and again after ``clear``)."""
+    import importlib.metadata
+
+    from oasr import plugins
+
+    reads = []
+
+    def counted(**kw):
+        reads.append(kw)
+        return importlib.metadata.entry_points(**kw)
+
+    monkeypatch.setattr(plugins, "entry_points", counted)
+    plugins.clear()
+    try:
+        groups = ("oasr.models", "oasr.converters", "oasr.features", "oasr.tokenizers", "oasr.decoding")
+        found = {g: plugins.declared(g) for g in groups}
+        assert len(reads) == 1
+        assert all(found[g] == {ep.name: ep for ep in importlib.metadata.entry_points(group=g)} for g in groups)
+        assert "whisper" in found["oasr.models"]
+    finally:
+        plugins.clear()
