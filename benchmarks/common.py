@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib.util
 import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Callable
@@ -132,3 +134,26 @@ def ratio_row(table: dict, group: str, engine: str, reference: str) -> dict:
     wall, cpu = (statistics.median(v) for v in zip(*table[(group, engine)]))
     ref_wall, ref_cpu = (statistics.median(v) for v in zip(*table[(group, reference)]))
     return {"median_s": round(wall, 3), "ratio": round(wall / ref_wall, 3), "cpu_s": round(cpu, 3), "cpu_ratio": round(cpu / ref_cpu, 3)}
+
+
+# Linux carries a process's peak RSS over fork and exec into its child's ``ru_maxrss``: every
+# engine is started by this small launcher, so what a child inherits is the launcher's few MiB.
+LAUNCHER = """
+import os, sys, time
+start = time.perf_counter()
+pid = os.fork()
+if pid == 0:
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+    os.execvp(sys.argv[1], sys.argv[1:])
+_, status, usage = os.wait4(pid, 0)
+print(time.perf_counter() - start, usage.ru_maxrss, os.waitstatus_to_exitcode(status))
+"""
+
+
+def measured_child(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """(wall seconds from spawn to exit, peak RSS in MiB) of a fresh process; a failure ends the run."""
+    done = subprocess.run([sys.executable, "-S", "-c", LAUNCHER, *cmd], capture_output=True, text=True, env=env)
+    wall, peak_kib, code = done.stdout.split()
+    if int(code) != 0:
+        raise SystemExit(f"{' '.join(cmd[:3])} ... failed:\n{done.stderr[-3000:]}")
+    return float(wall), int(peak_kib) / 1024

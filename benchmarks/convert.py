@@ -426,13 +426,10 @@ def report(args, m, oasr_file, cold_how, model_bytes, read_bytes, bundle_bytes, 
 
 
 def peak_mb(cmd: list[str]) -> float:
-    """The peak RSS of ``cmd`` run once as a child (``wait4``: that child's own figure)."""
-    child = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    _, status, usage = os.wait4(child.pid, 0)
-    child.returncode = status  # reaped here, not by Popen
-    if status:
-        sys.exit(f"{cmd[0]} failed ({status})")
-    return usage.ru_maxrss / 1024
+    """The peak RSS of ``cmd`` run once as a child (its own figure, not this process's: ``measured_child``)."""
+    from common import measured_child
+
+    return measured_child(cmd, dict(os.environ))[1]
 
 
 def processes(args, work: Path, oasr_file: str) -> None:

@@ -32,11 +32,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-from common import compile_project, whisper_base_ct2
+from common import compile_project, measured_child, whisper_base_ct2
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(os.environ.get("OASR_TEST_DATA", ROOT / "tests" / "data"))
 TARGETS = {"jfk": (0.8, 1.2), "batched": (0.7, 1.0), "sequential": (0.6, None)}
+OTHERS = {"tts": ["--summary"], "convert": ["--processes", "--summary"]}  # what --with runs, and how
 PEER_COMPUTES = {"jfk": ("int8", "float32"), "batched": ("int8", "float32"), "sequential": ("int8",)}
 FW_SCRIPT = """
 import sys
@@ -50,29 +51,6 @@ else:
     segments, _ = model.transcribe(audio, beam_size=5)
 print("".join(s.text for s in segments))
 """
-
-
-# Linux carries a process's peak RSS over fork and exec into its child's ``ru_maxrss``: every
-# engine is started by this small launcher, so what a child inherits is the launcher's few MiB.
-LAUNCHER = """
-import os, sys, time
-start = time.perf_counter()
-pid = os.fork()
-if pid == 0:
-    os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
-    os.execvp(sys.argv[1], sys.argv[1:])
-_, status, usage = os.wait4(pid, 0)
-print(time.perf_counter() - start, usage.ru_maxrss, os.waitstatus_to_exitcode(status))
-"""
-
-
-def measured_child(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
-    """(wall seconds from spawn to exit, peak RSS in MiB) of a fresh process; a failure ends the run."""
-    done = subprocess.run([sys.executable, "-S", "-c", LAUNCHER, *cmd], capture_output=True, text=True, env=env)
-    wall, peak_kib, code = done.stdout.split()
-    if int(code) != 0:
-        raise SystemExit(f"{' '.join(cmd[:3])} ... failed:\n{done.stderr[-3000:]}")
-    return float(wall), int(peak_kib) / 1024
 
 
 def joined_ami(dest: Path) -> Path:
@@ -132,8 +110,9 @@ def main() -> None:
     p.add_argument("--with", dest="others", default="", help="tts,convert: append those benchmarks' --summary rows")
     args = p.parse_args()
     rows = [r for r in args.rows.split(",") if r]
-    if not set(rows) <= set(TARGETS):
-        raise SystemExit(f"--rows takes {', '.join(TARGETS)}")
+    others = [o for o in args.others.split(",") if o]
+    if not set(rows) <= set(TARGETS) or not set(others) <= set(OTHERS):
+        raise SystemExit(f"--rows takes {', '.join(TARGETS)}; --with takes {', '.join(OTHERS)}")
 
     from oasr.conversion.run import convert
     from oasr.hub.variants import make_variant
@@ -156,8 +135,8 @@ def main() -> None:
                 for engine, (wall, peak) in result["medians"].items():
                     print(f"{row:10s} {engine:11s} {wall:7.2f} s {peak:7.0f} MiB", flush=True)
             table += summary_lines(result)
-    for other in [o for o in args.others.split(",") if o]:
-        done = subprocess.run([sys.executable, str(Path(__file__).with_name(f"{other}.py")), "--summary"], capture_output=True, text=True)
+    for other in others:
+        done = subprocess.run([sys.executable, str(Path(__file__).with_name(f"{other}.py")), *OTHERS[other]], capture_output=True, text=True)
         table += [line for line in done.stdout.splitlines() if line.startswith("| ") and not line.startswith("| work")]
     print(f"\nwhole processes, {args.threads} threads, medians of {args.runs} interleaved rounds; load average {os.getloadavg()[0]:.1f}")
     print("| work | oasr | peer | ratio | target |\n|---|---|---|---|---|")

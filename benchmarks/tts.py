@@ -40,7 +40,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from common import compile_project, interleaved, package_dir
+from common import compile_project, interleaved, measured_child, package_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "tests" / "support"), str(ROOT / "tests" / "models" / "vits")]
@@ -131,7 +131,6 @@ def main() -> int:
 
 def whole_processes(runs: int, json_path: Path | None, summary: bool) -> int:
     """oasr's and piper's command lines, fresh processes in turn; see the module docstring."""
-    from peers import measured_child
     from test_piper_parity import SENTENCES
 
     compile_project(ROOT)
