@@ -157,3 +157,17 @@ def measured_child(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
     if int(code) != 0:
         raise SystemExit(f"{' '.join(cmd[:3])} ... failed:\n{done.stderr[-3000:]}")
     return float(wall), int(peak_kib) / 1024
+
+
+def measured_rounds(engines: dict[str, list[str]], runs: int, env: dict[str, str]) -> dict[str, tuple[float, float]]:
+    """Each engine's median (wall seconds, peak MiB) over ``runs`` interleaved rounds of fresh
+    processes, after one warm-up each (the page cache)."""
+    import statistics
+
+    for cmd in engines.values():
+        measured_child(cmd, env)
+    samples: dict[str, list[tuple[float, float]]] = {e: [] for e in engines}
+    for _ in range(runs):
+        for engine, cmd in engines.items():
+            samples[engine].append(measured_child(cmd, env))
+    return {e: tuple(statistics.median(v) for v in zip(*s)) for e, s in samples.items()}

@@ -26,13 +26,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from common import compile_project, measured_child, whisper_base_ct2
+from common import compile_project, measured_rounds, whisper_base_ct2
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(os.environ.get("OASR_TEST_DATA", ROOT / "tests" / "data"))
@@ -75,13 +74,7 @@ def commands(row: str, bundle: Path, ct2: Path, audio: Path, threads: int) -> di
 
 def run_row(row: str, engines: dict[str, list[str]], runs: int, env: dict[str, str]) -> dict:
     """Interleaved rounds after one warm-up each; the medians and oasr's ratios to the fastest peer."""
-    for cmd in engines.values():
-        measured_child(cmd, env)
-    samples: dict[str, list[tuple[float, float]]] = {e: [] for e in engines}
-    for _ in range(runs):
-        for engine, cmd in engines.items():
-            samples[engine].append(measured_child(cmd, env))
-    medians = {e: tuple(statistics.median(v) for v in zip(*s)) for e, s in samples.items()}
+    medians = measured_rounds(engines, runs, env)
     fastest = min((e for e in engines if e != "oasr"), key=lambda e: medians[e][0])
     (wall, peak), (peer_wall, peer_peak) = medians["oasr"], medians[fastest]
     return {"row": row, "medians": medians, "peer": fastest, "time_ratio": wall / peer_wall, "memory_ratio": peak / peer_peak}

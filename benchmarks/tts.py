@@ -40,7 +40,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from common import compile_project, interleaved, measured_child, package_dir
+from common import compile_project, interleaved, measured_rounds, package_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "tests" / "support"), str(ROOT / "tests" / "models" / "vits")]
@@ -148,13 +148,7 @@ def whole_processes(runs: int, json_path: Path | None, summary: bool) -> int:
             "oasr": [str(bin_dir / "oasr"), "tts", "-m", str(bundle), "-f", str(text), "-o", str(tmp / "oasr.wav")],
             "piper": [str(bin_dir / "piper"), "-m", str(onnx), "-i", str(text), "-f", str(tmp / "piper.wav")],
         }
-        for cmd in engines.values():  # warm-up: the page cache
-            measured_child(cmd, env)
-        samples: dict[str, list[tuple[float, float]]] = {e: [] for e in engines}
-        for _ in range(runs):
-            for engine, cmd in engines.items():
-                samples[engine].append(measured_child(cmd, env))
-    medians = {e: tuple(statistics.median(v) for v in zip(*s)) for e, s in samples.items()}
+        medians = measured_rounds(engines, runs, env)
     (wall, peak), (peer_wall, peer_peak) = medians["oasr"], medians["piper"]
     work = f"tts, {PROCESS_SENTENCES} sentences, whole process"
     rows = [
@@ -166,7 +160,7 @@ def whole_processes(runs: int, json_path: Path | None, summary: bool) -> int:
               + ", ".join(f"{e} {w:.3f} s {p:.0f} MiB" for e, (w, p) in medians.items()))
     print("\n".join(rows))
     if json_path:
-        json_path.write_text(json.dumps({"runs": runs, "medians": medians, "samples": samples, "rows": rows}, indent=2) + "\n")
+        json_path.write_text(json.dumps({"runs": runs, "medians": medians, "rows": rows}, indent=2) + "\n")
     return 0
 
 

@@ -188,18 +188,24 @@ def test_load_swaps_in_quantized_modules(tiny_int8):
     assert isinstance(query._wide if query._wide is not None else query._packed, torch.ScriptObject)  # the CPU integer kernel
 
 
-def test_weights_are_packed_ahead_on_a_helper_thread(tiny_int8):
-    """Loading starts packing every integer weight off the caller's thread, before any call; the
-    model computes what it computes when each layer packs on its first call."""
+def _loaded_and_packed(bundle):
+    """The bundle loaded fp32 on the CPU, once the helper thread has packed its integer weights."""
     import threading
 
-    from oasr.loading import clear_cache
-
-    clear_cache()
-    loaded = oasr.load_pretrained(tiny_int8, device="cpu", dtype="float32")
+    loaded = oasr.load_pretrained(bundle, device="cpu", dtype="float32")
     for thread in threading.enumerate():
         if thread.name == "oasr-int8-pack":
             thread.join(timeout=60)
+    return loaded
+
+
+def test_weights_are_packed_ahead_on_a_helper_thread(tiny_int8):
+    """Loading starts packing every integer weight off the caller's thread, before any call; the
+    model computes what it computes when each layer packs on its first call."""
+    from oasr.loading import clear_cache
+
+    clear_cache()
+    loaded = _loaded_and_packed(tiny_int8)
     layers = [m for m in loaded.model.modules() if isinstance(m, (QuantLinear, QuantEmbedding))]
     # no forward ran: each has the kernel its first call wants (oneDNN's for the encoder's, on AMX)
     assert layers and all(isinstance(m._wide if m._wide is not None else m._packed, torch.ScriptObject) for m in layers)
@@ -207,10 +213,7 @@ def test_weights_are_packed_ahead_on_a_helper_thread(tiny_int8):
     clear_cache()
     from oasr.quant import modules
 
-    lazy = oasr.load_pretrained(tiny_int8, device="cpu", dtype="float32")
-    for thread in threading.enumerate():
-        if thread.name == "oasr-int8-pack":
-            thread.join(timeout=60)
+    lazy = _loaded_and_packed(tiny_int8)
     for m in lazy.model.modules():
         if isinstance(m, (QuantLinear, QuantEmbedding)):
             m._packed = modules._PENDING  # packed again, on the first call
@@ -221,8 +224,6 @@ def test_weights_are_packed_ahead_on_a_helper_thread(tiny_int8):
 def test_packed_weights_give_their_pages_back_to_the_bundle_file(tiny_int8, monkeypatch):
     """The integer weights are loaded as views of the bundle's mapping, never copied, and each is
     released once a kernel holds its packed copy: the process does not hold them twice."""
-    import threading
-
     from oasr.io import mapped
     from oasr.loading import clear_cache
     from oasr.quant import modules
@@ -230,10 +231,7 @@ def test_packed_weights_give_their_pages_back_to_the_bundle_file(tiny_int8, monk
     released = []
     monkeypatch.setattr(modules, "release", lambda t: released.append(t.data_ptr()))
     clear_cache()
-    loaded = oasr.load_pretrained(tiny_int8, device="cpu", dtype="float32")
-    for thread in threading.enumerate():
-        if thread.name == "oasr-int8-pack":
-            thread.join(timeout=60)
+    loaded = _loaded_and_packed(tiny_int8)
     layers = [m for m in loaded.model.modules() if isinstance(m, (QuantLinear, QuantEmbedding))]
     ranges = list(mapped._KEPT)
     assert layers and all(any(lo <= m.weight.data_ptr() < hi for lo, hi in ranges) for m in layers)
