@@ -159,8 +159,9 @@ class WhisperKVCache:
             torch.index_select(old[..., :n, :], 2, index, out=spare[..., :n, :])
             self.buffer = spare
             self._spare = old if old.shape[2] == index.shape[0] else None
-        if windows is not None:
-            self.cross_kv = {i: (k.index_select(0, windows), v.index_select(0, windows)) for i, (k, v) in self.cross_kv.items()}
+        if windows is not None:  # block by block: a block's old rows go before the next is copied
+            for i, (k, v) in self.cross_kv.items():
+                self.cross_kv[i] = (k.index_select(0, windows), v.index_select(0, windows))
 
 
 def attention_in_blocks(q: Tensor, k: Tensor, v: Tensor, rows: int) -> Tensor:

@@ -90,6 +90,36 @@ def test_reorder_matches_a_cache_of_the_chosen_rows(tiny):
     assert (step - direct).abs().max() < 1e-4
 
 
+def test_dropping_windows_copies_the_cross_attention_block_by_block():
+    """When windows leave the batch, each block's cross-attention keys and values are copied and
+    the old ones let go before the next block's are copied: the cache never holds two whole
+    copies (8 windows of base: 150 MB each)."""
+    from oasr.models.whisper import WhisperKVCache
+
+    class Rows:
+        """A cross-attention tensor that counts how many of its kind are alive."""
+
+        live = peak = 0
+
+        def __init__(self):
+            Rows.live += 1
+            Rows.peak = max(Rows.peak, Rows.live)
+
+        def __del__(self):
+            Rows.live -= 1
+
+        def index_select(self, dim, index):
+            return Rows()
+
+    blocks = 6
+    cache = WhisperKVCache()
+    cache.cross_kv = {i: (Rows(), Rows()) for i in range(blocks)}
+    Rows.peak = Rows.live
+    cache.reorder(torch.arange(3), windows=torch.arange(3))
+    assert Rows.live == 2 * blocks
+    assert Rows.peak <= 2 * blocks + 2, Rows.peak
+
+
 @pytest.mark.parametrize("beam", [5, 1])
 def test_windows_decoded_together_match_each_alone(tiny, clips, beam):
     from oasr.decoding.whisper.decode import WhisperDecoder
