@@ -92,11 +92,12 @@ class WhisperKVCache:
         self._spare: Tensor | None = None  # reorder's second buffer
 
     @classmethod
-    def holding(cls, self_kv: dict, cross_kv: dict, capacity: int = 0) -> "WhisperKVCache":
+    def holding(cls, self_kv: dict, cross_kv: dict, capacity: int = 0, take: bool = False) -> "WhisperKVCache":
         """A cache starting from ``self_kv`` (filled keys, values [B, H, T, D] per block, copied:
-        the originals are never written) and ``cross_kv`` (shared, read only)."""
+        the originals are never written) and ``cross_kv`` (shared, read only; ``take``: the dict
+        itself, whose blocks ``reorder`` then replaces, so the originals can go)."""
         cache = cls(capacity)
-        cache.cross_kv = dict(cross_kv)
+        cache.cross_kv = cross_kv if take else dict(cross_kv)
         if self_kv:
             k0 = self_kv[0][0]
             b, h, t, d = k0.shape

@@ -71,10 +71,12 @@ class Prompted:
     def windows(self) -> int:
         return self.first_logits.shape[0]
 
-    def cache(self, steps: int = 0) -> WhisperKVCache:
+    def cache(self, steps: int = 0, once: bool = False) -> WhisperKVCache:
         """A fresh cache holding the prompt (copied: the prompt's keys are never written) with
-        room for ``steps`` more positions."""
-        return WhisperKVCache.holding(self.self_kv, self.cross_kv, capacity=self.length + steps)
+        room for ``steps`` more positions. ``once``: these windows are decoded this one time, so
+        the cache takes over their cross-attention keys and values, and windows leaving the batch
+        free theirs (this Prompted is used up)."""
+        return WhisperKVCache.holding(self.self_kv, self.cross_kv, capacity=self.length + steps, take=once)
 
 
 class WhisperDecoder:
@@ -174,13 +176,14 @@ class WhisperDecoder:
     @torch.inference_mode()
     def decode_batch(self, prompted: Prompted, temperature: float = 0.0) -> list[WindowResult]:
         """``decode`` for every window of ``prompted``, decoded together; the same result per
-        window as decoding it alone (up to the rounding of batched matrix products)."""
+        window as decoding it alone (up to the rounding of batched matrix products). ``prompted``
+        is used up: a window's cross-attention keys and values go once it leaves the batch."""
         max_steps = self._max_steps(prompted)
         if temperature == 0 and self.beam_size > 1:
-            per_window = self._beam_search_windows(prompted, max_steps)
+            per_window = self._beam_search_windows(prompted, max_steps, once=True)
         else:
             rows = 1 if temperature == 0 else self.best_of
-            per_window = self._sample(prompted, max_steps, rows, temperature)
+            per_window = self._sample(prompted, max_steps, rows, temperature, once=True)
         no_speech = prompted.no_speech_probs or (prompted.no_speech_prob,)
         return [self._result(c, p, temperature) for c, p in zip(per_window, no_speech)]
 
@@ -207,12 +210,12 @@ class WhisperDecoder:
     def _step(self, tokens: Tensor, prompted: Prompted, cache: WhisperKVCache) -> Tensor:
         return self.model.logits(tokens[:, None], prompted.audio_features, cache)[:, -1].float()
 
-    def _sample(self, prompted: Prompted, max_steps: int, per_window: int, temperature: float):
+    def _sample(self, prompted: Prompted, max_steps: int, per_window: int, temperature: float, once: bool = False):
         """Greedy (one row per window at temperature 0) or ``per_window`` independent samples of
         each window; the candidates of each window."""
         eot, w = self.tokenizer.eot, prompted.windows
         rows = w * per_window
-        cache = prompted.cache(max_steps)
+        cache = prompted.cache(max_steps, once)
         state = self.filter.new_state(w, self.device)
         logits = self.filter.apply(prompted.first_logits.clone(), state)
         spread = None  # the first step: each window's prompt row becomes ``per_window`` rows
@@ -254,7 +257,7 @@ class WhisperDecoder:
         """The beam search of one window (the first): its finished candidates."""
         return self._beam_search_windows(prompted, max_steps)[0]
 
-    def _beam_search_windows(self, prompted: Prompted, max_steps: int) -> list[list[tuple[list[int], float]]]:
+    def _beam_search_windows(self, prompted: Prompted, max_steps: int, once: bool = False) -> list[list[tuple[list[int], float]]]:
         """openai's BeamSearchDecoder for each window: each beam proposes its beam_size + 1 best
         tokens, the best beam_size unfinished candidates go on, finished ones are kept until
         ``beam_size * patience`` are collected; then the window leaves the batch.
@@ -267,7 +270,7 @@ class WhisperDecoder:
         are overwritten in the cache, not every row."""
         eot, beam = self.tokenizer.eot, self.beam_size
         width = beam + 1
-        cache = prompted.cache(max_steps)
+        cache = prompted.cache(max_steps, once)
         w = prompted.windows
         state = self.filter.new_state(w, self.device)
         logits = self.filter.apply(prompted.first_logits.clone(), state)

@@ -120,6 +120,22 @@ def test_dropping_windows_copies_the_cross_attention_block_by_block():
     assert Rows.peak <= 2 * blocks + 2, Rows.peak
 
 
+def test_a_batch_lets_go_of_the_cross_attention_of_windows_that_left(tiny, clips):
+    """``decode_batch`` uses its prompt up: the cross-attention keys and values the prompt held
+    are not kept beside the cache's copies once windows leave the batch."""
+    import weakref
+
+    from oasr.decoding.whisper.decode import WhisperDecoder
+
+    audios = [clips["jfk"], clips["sample"], clips["ami"][0][: 8 * SR]]  # they finish at different steps
+    features = torch.cat([_window_features(tiny.model, tiny.feature_spec, a) for a in audios])
+    decoder = WhisperDecoder(tiny.model, tiny.tokenizer(), beam_size=5)
+    prompted = decoder.prompt(features, *decoder.initial_tokens("en", "transcribe"))
+    originals = [weakref.ref(t) for kv in prompted.cross_kv.values() for t in kv]
+    decoder.decode_batch(prompted, 0.0)
+    assert originals and all(ref() is None for ref in originals)
+
+
 @pytest.mark.parametrize("beam", [5, 1])
 def test_windows_decoded_together_match_each_alone(tiny, clips, beam):
     from oasr.decoding.whisper.decode import WhisperDecoder
