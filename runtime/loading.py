@@ -276,7 +276,8 @@ def _stamp(bundle: Path) -> tuple:
 def _load_bundle(path: Path, target: torch.device, plan: ComputePlan) -> LoadedModel:
     """``path`` loaded on ``target`` as ``plan`` says (the plan of this very bundle)."""
     from .models.architectures import find_architecture
-    from .models.weights import check_tensor_dtypes, check_weights, materialize_model, meta_model
+    from .conversion.accounting import check_tensor_dtypes, check_weights
+    from .models.weights import materialize_model, meta_model
 
     cfg = _bundle.read_config(path)
     entry = find_architecture(cfg.architecture)
@@ -305,7 +306,7 @@ def _load_bundle(path: Path, target: torch.device, plan: ComputePlan) -> LoadedM
 
     # What is used as stored (no cast) stays mapped from the file, not copied; the integer
     # weights' pages are given back once a kernel has packed them (oasr.quant.modules).
-    tensors, report = check_weights(skeleton, _bundle.read_tensors(path, cast, keep_unconverted=True))
+    tensors, report = check_weights(skeleton, _bundle.read_tensors(path, cast))
     report.dropped = list(cfg.provenance.dropped)  # what the conversion into this bundle left out
     check_tensor_dtypes(stored)  # one float dtype, or the bundle is refused
     model = materialize_model(

@@ -86,7 +86,8 @@ def verify_bundle(path: str | Path) -> dict[str, Any]:
 
     from ..io.files import sha256_file
     from ..models.architectures import find_architecture
-    from ..models.weights import check_tensor_dtypes, check_weights, meta_model
+    from ..models.weights import meta_model
+    from .accounting import check_tensor_dtypes, check_weights
     from .arrays import all_finite
     from .run import describe_non_finite
 

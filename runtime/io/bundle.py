@@ -139,19 +139,18 @@ def read_config(path: Path) -> BundleConfig:
     )
 
 
-def read_tensors(path: Path, convert=None, keep_unconverted: bool = False) -> dict[str, torch.Tensor]:
+def read_tensors(path: Path, convert=None) -> dict[str, torch.Tensor]:
     """All stored tensors, on the CPU in their stored dtype, read through safetensors' mmap.
-    ``convert(name, tensor)``: applied to each as it is read (a cast), the file's pages given back
-    after each, so a load peaks at the result's bytes plus one tensor (``oasr.io.mapped``);
-    ``keep_unconverted``: with ``convert``, what it returns uncast stays a view of the file's
-    mapping, never copied."""
+    ``convert(name, tensor)``: applied to each as it is read (a cast); what it returns uncast stays
+    a view of the file's mapping, never copied, and a cast tensor's source pages are given back
+    once it is made (``oasr.io.mapped``)."""
     file = Path(path) / WEIGHTS_NAME
     if not file.is_file():
         raise BundleError(f"{path} is not a complete bundle: {WEIGHTS_NAME} is missing")
     if convert is not None:
         from .mapped import read_streamed
 
-        return read_streamed(file, convert, BundleError, keep_unconverted)
+        return read_streamed(file, convert, BundleError)
     try:
         with safe_open(file, framework="pt", device="cpu") as f:
             return {name: f.get_tensor(name) for name in f.keys()}

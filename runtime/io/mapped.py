@@ -2,12 +2,10 @@
 
 A large checkpoint's shards can then be held together without their bytes resident: the kernel
 reads a tensor's pages when it is used and may drop them again (they are clean, backed by the
-file). ``read_streamed`` copies tensor by tensor out of such a mapping into memory of the wanted
-dtype, giving each tensor's source pages back once it is copied, so a load peaks at the result's
-bytes plus one tensor, not at the file's size on top of it. Tensors used as they are stored (no
-cast) can stay views of a private mapping instead (``keep_unconverted``): nothing is copied, and
-once a kernel has copied one into its own layout (a packed integer weight), ``release`` gives its
-pages back.
+file). ``read_streamed`` reads through such a mapping: a tensor used as stored (no cast) stays a
+view of it, never copied, and once a kernel has copied one into its own layout (a packed integer
+weight) ``release`` gives its pages back; a cast tensor's source pages go back once it is made,
+so a load peaks at the result's bytes plus one tensor, not at the file's size on top of it.
 """
 
 from __future__ import annotations
@@ -15,7 +13,6 @@ from __future__ import annotations
 import json
 import mmap
 import struct
-import warnings
 import weakref
 from pathlib import Path
 from typing import Callable, Iterator
@@ -84,60 +81,33 @@ def map_safetensors(file: Path, error: type[Exception] = ConversionError) -> dic
     return out
 
 
-def read_streamed(
-    file: Path, convert: Callable[[str, torch.Tensor], torch.Tensor], error: type[Exception], keep_unconverted: bool = False
-) -> dict[str, torch.Tensor]:
-    """Every tensor of ``file``, each passed through ``convert(name, mapped view)`` (which must
-    return a tensor of its own memory, a cast or a copy) and its mapped pages dropped after.
-    ``keep_unconverted``: a tensor that ``convert`` returns as it is (no cast needed) stays a view
-    of a private mapping of the file, never copied (its pages read when used; ``release`` gives
-    them back); the others are converted from that mapping and its pages of them dropped."""
+def read_streamed(file: Path, convert: Callable[[str, torch.Tensor], torch.Tensor], error: type[Exception]) -> dict[str, torch.Tensor]:
+    """Every tensor of ``file``, each passed through ``convert(name, mapped view)``. A tensor it
+    returns as it is (no cast needed) stays a view of a private mapping of the file, never copied
+    (its pages read when used; ``release`` gives them back); any other result must be a tensor of
+    its own memory (a cast or a copy), and the source's pages are given back once it is made."""
     file = Path(file)
     entries = list(_entries(file, error))
-    out = {}
     if file.stat().st_size == 0:
-        return out
-    if keep_unconverted:
-        mapped = _private_mapping(file)
-        for name, dtype, shape, begin, end in entries:
-            source = mapped[begin:end]
-            aligned = begin % torch.empty(0, dtype=dtype).element_size() == 0
-            tensor = (source if aligned else source.clone()).view(dtype).view(shape)
-            result = convert(name, tensor)
-            if aligned and result.data_ptr() == tensor.data_ptr() and result.dtype == tensor.dtype:
-                out[name] = result  # used as stored: the mapping is its memory
-                continue
-            if result.untyped_storage().data_ptr() == tensor.untyped_storage().data_ptr():
-                result = result.clone()  # a view that is not the whole tensor: its own memory
-            out[name] = result
-            release(source)
-        return out
-    with open(file, "rb") as f:
-        view = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        try:
-            page = mmap.PAGESIZE
-            for name, dtype, shape, begin, end in entries:
-                with warnings.catch_warnings():  # read-only: the views are only read, then copied
-                    warnings.simplefilter("ignore")
-                    raw = torch.frombuffer(view, dtype=torch.uint8, count=end - begin, offset=begin) if end > begin else torch.empty(0, dtype=torch.uint8)
-                tensor = raw.clone() if begin % torch.empty(0, dtype=dtype).element_size() else raw
-                result = convert(name, tensor.view(dtype).view(shape))
-                if result.untyped_storage().data_ptr() == tensor.untyped_storage().data_ptr():
-                    result = result.clone()  # never keep a view of the mapping
-                out[name] = result
-                del raw, tensor
-                lo = begin // page * page
-                if end > lo and hasattr(view, "madvise"):
-                    view.madvise(mmap.MADV_DONTNEED, lo, end - lo)
-        finally:
-            try:
-                view.close()
-            except BufferError:  # a view still exported: the mapping goes with it
-                pass
+        return {}
+    mapped = _private_mapping(file)
+    out = {}
+    for name, dtype, shape, begin, end in entries:
+        source = mapped[begin:end]
+        aligned = begin % torch.empty(0, dtype=dtype).element_size() == 0
+        tensor = (source if aligned else source.clone()).view(dtype).view(shape)
+        result = convert(name, tensor)
+        if aligned and result.data_ptr() == tensor.data_ptr() and result.dtype == tensor.dtype:
+            out[name] = result  # used as stored: the mapping is its memory
+            continue
+        if result.untyped_storage().data_ptr() == tensor.untyped_storage().data_ptr():
+            result = result.clone()  # a view that is not the whole tensor: its own memory
+        out[name] = result
+        release(source)
     return out
 
 
-# The private mappings ``keep`` made, by the address range of their bytes, for ``release``; a
+# The private mappings ``read_streamed`` made, by the address range of their bytes, for ``release``; a
 # mapping lives as long as a tensor viewing it (the tensor holds the buffer).
 _KEPT: "weakref.WeakValueDictionary[tuple[int, int], mmap.mmap]" = weakref.WeakValueDictionary()
 
@@ -152,8 +122,8 @@ def _private_mapping(file: Path) -> torch.Tensor:
 
 
 def release(tensor: torch.Tensor) -> None:
-    """Give back the resident pages of ``tensor`` if it is a kept view (``read_streamed``'s
-    ``keep_unconverted``) that no one wrote: they are read from the file again if it is used. Any other
+    """Give back the resident pages of ``tensor`` if it is a view ``read_streamed`` kept mapped
+    that no one wrote: they are read from the file again if it is used. Any other
     tensor is left alone. Call it only once the bytes have been copied where they are used."""
     start, end = tensor.data_ptr(), tensor.data_ptr() + tensor.numel() * tensor.element_size()
     for (lo, hi), mapping in list(_KEPT.items()):

@@ -1,8 +1,8 @@
-"""The one path from tensors to a model: accounting, the meta model, materialising.
+"""The one path from tensors to a model: the meta model, materialising.
 
-``check_weights`` (``oasr.conversion.accounting``, re-exported here) does the accounting every
-load goes through (native or foreign), and ``materialize_model`` builds the module on the meta
-device and assigns the tensors, so weights are never allocated twice.
+The accounting every load goes through (native or foreign) is ``oasr.conversion.accounting``;
+``materialize_model`` builds the module on the meta device and assigns the tensors, so weights
+are never allocated twice.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Iterator, Mapping
 import torch
 from torch.overrides import TorchFunctionMode
 
-from ..conversion.accounting import check_tensor_dtypes, check_weights  # noqa: F401 (re-exported: loading's accounting)
 from .base import BaseModelConfig, OasrModel
 from .architectures import find_architecture
 

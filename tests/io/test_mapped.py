@@ -34,7 +34,7 @@ def _float64(name, t):
 
 def test_what_needs_no_cast_stays_a_mapped_view_and_the_rest_is_converted(stored):
     file, tensors = stored
-    out = read_streamed(file, _float64, BundleError, keep_unconverted=True)
+    out = read_streamed(file, _float64, BundleError)
     assert out["q"].dtype == torch.int8 and torch.equal(out["q"], tensors["q"])
     assert any(lo <= out["q"].data_ptr() < hi for lo, hi in mapped._KEPT)  # not copied
     assert out["f"].dtype == torch.float64 and torch.equal(out["f"], tensors["f"].double())
@@ -42,13 +42,11 @@ def test_what_needs_no_cast_stays_a_mapped_view_and_the_rest_is_converted(stored
     out["q"][0, 0] = 5  # copy-on-write: the file is never written
     again = read_streamed(file, lambda name, t: t.clone(), BundleError)
     assert torch.equal(again["q"], tensors["q"])
-    copied = read_streamed(file, lambda name, t: t, BundleError)  # without keep_unconverted: copies
-    assert not any(lo <= copied["q"].data_ptr() < hi for lo, hi in mapped._KEPT)
 
 
 def test_release_gives_a_kept_tensors_pages_back_and_it_stays_readable(stored):
     file, tensors = stored
-    q = read_streamed(file, _float64, BundleError, keep_unconverted=True)["q"]
+    q = read_streamed(file, _float64, BundleError)["q"]
     q.sum(dtype=torch.int64)  # every page read
     before = _rss_file_mb()
     release(q)

@@ -10,7 +10,8 @@ import torch
 from oasr.conversion.base import CheckpointConverter
 from oasr.errors import ConversionError, LoadError
 from oasr.models.whisper import WhisperConfig
-from oasr.models.weights import check_weights, meta_model
+from oasr.conversion.accounting import check_weights
+from oasr.models.weights import meta_model
 from oasr.conversion.tensor_map import TensorTable, translate
 
 from oasr_converters.openai_whisper import OpenAIWhisperConverter
