@@ -5,6 +5,11 @@ builds only to train (balancers, whiteners, dropout and layer-skip schedules, fe
 no effect in eval mode and is not built. Every row of a batch has the same length here (the model
 encodes rows of different lengths apart), so no padding mask is needed. Layout is batch-first:
 B batch, T frames, C channels, H heads.
+
+On the CPU the largest intermediates (the front's convs, ConvNeXt's wide middle, the attention
+scores) are built a block of frames at a time: a fresh tensor of hundreds of MB has its pages
+faulted in at every call (800k faults for 60 s of audio, more system time than the attention's
+arithmetic took).
 """
 
 from __future__ import annotations
@@ -17,15 +22,25 @@ from torch import Tensor, nn
 
 from .config import ZipformerConfig
 
+BLOCK_ELEMENTS = 1 << 20  # elements a block's largest intermediates reach: 4 MB in float32
+
+
+def block_rows(x: Tensor, row_elements: int, rows: int) -> int:
+    """Rows (of ``row_elements`` each) per block for ``BLOCK_ELEMENTS``; elsewhere than on the CPU
+    all ``rows`` at once: a GPU's caching allocator keeps its memory, and a block costs launches."""
+    if x.device.type != "cpu":
+        return rows
+    return max(1, BLOCK_ELEMENTS // row_elements)
+
 
 def swoosh_l(x: Tensor) -> Tensor:
     """log(1 + exp(x - 4)) - 0.08 x - 0.035."""
-    return F.softplus(x - 4.0) - 0.08 * x - 0.035
+    return F.softplus(x - 4.0).sub_(0.08 * x).sub_(0.035)  # in place: two fewer temporaries as big as x
 
 
 def swoosh_r(x: Tensor) -> Tensor:
     """log(1 + exp(x - 1)) - 0.08 x - 0.313261687."""
-    return F.softplus(x - 1.0) - 0.08 * x - 0.313261687
+    return F.softplus(x - 1.0).sub_(0.08 * x).sub_(0.313261687)
 
 
 class BiasNorm(nn.Module):
@@ -41,7 +56,10 @@ class BiasNorm(nn.Module):
 
 
 class ConvNeXt(nn.Module):
-    """The front's residual block: depthwise 7x7, pointwise up 3x, SwooshL, pointwise down."""
+    """The front's residual block: depthwise 7x7, pointwise up 3x, SwooshL, pointwise down.
+
+    Past the depthwise conv every frame is its own, so the 3x-wide middle is built a block of
+    frames at a time, not whole (87 MB at 60 s, several times over)."""
 
     def __init__(self, channels: int):
         super().__init__()
@@ -50,14 +68,24 @@ class ConvNeXt(nn.Module):
         self.pointwise_conv2 = nn.Conv2d(3 * channels, channels, 1)
 
     def forward(self, x: Tensor) -> Tensor:
-        return x + self.pointwise_conv2(swoosh_l(self.pointwise_conv1(self.depthwise_conv(x))))
+        """x [B, C, T, F] -> [B, C, T, F]."""
+        b, c, t, f = x.shape
+        out = self.depthwise_conv(x)
+        rows = block_rows(x, b * 3 * c * f, t)
+        for start in range(0, t, rows):
+            block = out[:, :, start : start + rows]  # these frames of the depthwise output, overwritten once read
+            y = self.pointwise_conv2(swoosh_l(self.pointwise_conv1(block)))
+            block.copy_(y.add_(x[:, :, start : start + rows]))
+        return out
 
 
 class Conv2dSubsampling(nn.Module):
     """[B, T, F] -> [B, (T - 7) // 2, C]: three convs (SwooshR after each), ConvNeXt, a linear, BiasNorm.
 
     ``conv`` keeps icefall's Sequential indices (0, 4, 7) so the names match; the slots between
-    held training-only modules."""
+    held training-only modules. The three convs run a block of output frames at a time, each
+    block from its own input frames: whole, each conv and its SwooshR made several fresh 15-30 MB
+    tensors at 60 s."""
 
     def __init__(self, cfg: ZipformerConfig):
         super().__init__()
@@ -68,14 +96,27 @@ class Conv2dSubsampling(nn.Module):
         slots[7] = nn.Conv2d(c2, c3, 3, stride=(1, 2))
         self.conv = nn.Sequential(*slots)
         self.convnext = ConvNeXt(c3)
-        self.out = nn.Linear((((cfg.n_mels - 1) // 2) - 1) // 2 * c3, cfg.encoder_dim[0])
+        self.width = (((cfg.n_mels - 1) // 2) - 1) // 2  # bins left after the two stride-2 convs
+        self.out = nn.Linear(self.width * c3, cfg.encoder_dim[0])
         self.out_norm = BiasNorm(cfg.encoder_dim[0])
 
-    def forward(self, x: Tensor) -> Tensor:
+    def convs(self, x: Tensor) -> Tensor:
+        """[B, T, F] -> [B, C, (T - 7) // 2, width]."""
         x = x.unsqueeze(1)
-        for i in (0, 4, 7):
-            x = swoosh_r(self.conv[i](x))
-        x = self.convnext(x)
+        b, t = x.shape[0], (x.shape[2] - 7) // 2
+        out = x.new_empty(b, self.conv[7].out_channels, t, self.width)
+        rows = block_rows(x, b * out.shape[1] * self.width, t)
+        for start in range(0, t, rows):
+            end = min(start + rows, t)
+            # output frame o reads input frames 2o .. 2o + 8 (kernels of 3, the middle one of stride 2)
+            y = x[:, :, 2 * start : 2 * end + 7]
+            for i in (0, 4, 7):
+                y = swoosh_r(self.conv[i](y))
+            out[:, :, start:end] = y
+        return out
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = self.convnext(self.convs(x))
         b, c, t, f = x.shape
         return self.out_norm(self.out(x.transpose(1, 2).reshape(b, t, c * f)))
 
@@ -97,7 +138,11 @@ def compact_positions(length: int, dim: int, device) -> Tensor:
 
 
 class RelPositionMultiheadAttentionWeights(nn.Module):
-    """Attention weights [B, H, T, T] from query-key scores plus query-position scores."""
+    """Attention weights [B, H, T, T] from query-key scores plus query-position scores.
+
+    The weights are built a block of query rows at a time: a block's scores [B, H, rows, T] and
+    position scores [B, H, rows, T + rows - 1] are the largest transients, where whole they were
+    [B, H, T, T] and [B, H, T, 2T - 1] (144 and 288 MB a layer at 60 s)."""
 
     def __init__(self, dim: int, pos_dim: int, heads: int, query_head_dim: int, pos_head_dim: int):
         super().__init__()
@@ -105,21 +150,29 @@ class RelPositionMultiheadAttentionWeights(nn.Module):
         self.in_proj = nn.Linear(dim, (2 * query_head_dim + pos_head_dim) * heads)
         self.linear_pos = nn.Linear(pos_dim, heads * pos_head_dim, bias=False)
 
-    def forward(self, x: Tensor, pos: Tensor) -> Tensor:
-        """x [B, T, C], pos [2T-1, pos_dim] (offsets -(T-1) .. T-1) -> [B, H, T, T]."""
+    def forward(self, x: Tensor, pos: Tensor, out: Tensor | None = None) -> Tensor:
+        """x [B, T, C], pos [2T-1, pos_dim] (offsets -(T-1) .. T-1) -> [B, H, T, T], into ``out`` if given."""
         b, t, _ = x.shape
         h, qd = self.heads, self.q * self.heads
         x = self.in_proj(x)
         q = x[..., :qd].reshape(b, t, h, self.q).transpose(1, 2)
         k = x[..., qd : 2 * qd].reshape(b, t, h, self.q).permute(0, 2, 3, 1)
         p = x[..., 2 * qd :].reshape(b, t, h, self.p).transpose(1, 2)
-        scores = q @ k
         pe = self.linear_pos(pos).reshape(2 * t - 1, h, self.p).permute(1, 2, 0)  # [H, p, 2T-1]
-        pos_scores = (p @ pe).contiguous()  # [B, H, T, 2T-1]
-        s = pos_scores.stride()
-        # query i, key j reads offset j - i: column (T - 1) - i + j, a view one column shorter per row
-        scores = scores + pos_scores.as_strided((b, h, t, t), (s[0], s[1], s[2] - s[3], s[3]), s[3] * (t - 1))
-        return scores.softmax(dim=-1)
+        rows = block_rows(x, b * h * 2 * t, t)  # a row's scores and position scores
+        weights = x.new_empty(b, h, t, t) if out is None else out
+        for start in range(0, t, rows):
+            end = min(start + rows, t)
+            n = end - start
+            scores = q[:, :, start:end] @ k
+            # query i, key j reads offset j - i, at column (T - 1) - i + j of pe: these rows need
+            # columns T - end .. 2T - 2 - start, and each row's view starts one column left of
+            # the one before
+            pos_scores = (p[:, :, start:end] @ pe[..., t - end : 2 * t - 1 - start]).contiguous()
+            s = pos_scores.stride()
+            scores += pos_scores.as_strided((b, h, n, t), (s[0], s[1], s[2] - s[3], s[3]), s[3] * (n - 1))
+            torch.softmax(scores, dim=-1, out=weights[:, :, start:end])
+        return weights
 
 
 class SelfAttention(nn.Module):
@@ -207,9 +260,10 @@ class ZipformerEncoderLayer(nn.Module):
         self.conv_module2 = ConvolutionModule(dim, cfg.cnn_module_kernel[i])
         self.norm = BiasNorm(dim)
 
-    def forward(self, src: Tensor, pos: Tensor) -> Tensor:
+    def forward(self, src: Tensor, pos: Tensor, weights: Tensor | None = None) -> Tensor:
+        """``weights``: a [B, H, T, T] buffer for the attention weights, used only within this call."""
         orig = src
-        weights = self.self_attn_weights(src, pos)
+        weights = self.self_attn_weights(src, pos, weights)
         src = src + self.feed_forward1(src)
         src = src + self.nonlin_attention(src, weights)
         src = src + self.self_attn1(src, weights)
@@ -227,13 +281,17 @@ class ZipformerEncoder(nn.Module):
 
     def __init__(self, cfg: ZipformerConfig, i: int):
         super().__init__()
-        self.pos_dim = cfg.pos_dim
+        self.pos_dim, self.heads = cfg.pos_dim, cfg.num_heads[i]
         self.layers = nn.ModuleList(ZipformerEncoderLayer(cfg, i) for _ in range(cfg.num_layers[i]))
 
     def forward(self, x: Tensor) -> Tensor:
-        pos = compact_positions(x.shape[1], self.pos_dim, x.device).to(x.dtype)
+        b, t, _ = x.shape
+        pos = compact_positions(t, self.pos_dim, x.device).to(x.dtype)
+        # one buffer for every layer's attention weights, dead once a layer returns: a fresh
+        # [B, H, T, T] a layer would have its pages faulted in again each time
+        weights = x.new_empty(b, self.heads, t, t)
         for layer in self.layers:
-            x = layer(x, pos)
+            x = layer(x, pos, weights)
         return x
 
 
