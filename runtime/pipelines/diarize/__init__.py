@@ -4,8 +4,8 @@ pyannote 3.1's recipe, step by step:
 
 1. ``segmentation``: the segmentation model (pyannote segmentation-3.0) over 10 s windows every
    ``step`` seconds gives each window's local speakers (up to 3, two at once);
-2. ``local``: one speaker embedding (GE2E by default) per (window, local speaker), on its
-   frames without overlap;
+2. ``local``: one speaker embedding (CAM++ by default) per (window, local speaker), on its
+   frames (without the overlapped ones, for the encoders tuned so: ``TUNED``);
 3. ``clustering.cluster_local_speakers``: the local speakers clustered across windows, never two
    of one window together;
 4. ``reconstruct``: the windows aggregated back, frame by frame, keeping as many speakers per
@@ -34,22 +34,43 @@ log = logging.getLogger("oasr")
 Progress = Callable[[float, float], None]
 
 SEGMENTATION_MODEL = "pyannote-segmentation-3.0"  # the registry names used when no model is given
-# GE2E stays the default: CAM++ won on trn01-trn09 (pooled DER 17.9% against ECAPA-TDNN's 18.9%)
-# but did not hold on the unseen files (sample.wav one speaker, DER 59.7%; dev00+dev01 42.8%),
-# where GE2E gives 6.0% and 38.9%. campplus-zh-en and ecapa-voxceleb run by name (issue 29).
-EMBEDDING_MODEL = "ge2e-speaker"
-
-# (threshold, min_cluster_size) per encoder architecture, where DiarizeOptions leaves them None:
-# each tuned by pooled DER on AMI trn01-trn09 only (benchmarks/diarize_tune.py --grid).
-TUNED = {"ge2e": (0.25, 2), "campplus": (0.65, 1), "ecapa-tdnn": (0.4, 2)}
-FALLBACK = (0.5, 2)  # an encoder not tuned here (WeSpeaker: no trained weights were reachable)
+# CAM++ is the default: chosen on training material only (AMI trn01-09, and the 40 files of two or
+# three of those meetings end to end), where it beat GE2E by pooled DER (21.3% against 22.2%) and
+# leave-one-meeting-out (22.9% against 25.2%); ECAPA-TDNN runs at 15 s per minute of audio, past the
+# 6 s the default may take. ge2e-speaker and ecapa-voxceleb run by name (issue 29).
+EMBEDDING_MODEL = "campplus-zh-en"
 
 
-def clustering_settings(options: DiarizeOptions, architecture: str) -> tuple[float, int]:
-    """The (threshold, min_cluster_size) a diarization with ``architecture``'s embeddings uses."""
-    threshold, size = TUNED.get(architecture, FALLBACK)
-    return (threshold if options.threshold is None else options.threshold,
-            size if options.min_cluster_size is None else options.min_cluster_size)
+@dataclasses.dataclass(frozen=True)
+class Tuned:
+    """The settings a speaker encoder's embeddings are clustered with, its distances being its own."""
+
+    threshold: float  # cosine distance at which clusters stop merging
+    min_cluster_size: int  # smaller clusters fold into the nearest larger one
+    linkage: str  # "average" or "centroid" (clustering.agglomerative)
+    exclude_overlap: bool  # a local speaker's overlapped frames left out of its embedding
+
+
+# Per encoder architecture, where DiarizeOptions leaves threshold and min_cluster_size None; each
+# chosen by pooled DER on training files only (benchmarks/diarize_tune.py --long --pairs --grid,
+# onset 0.25). ECAPA-TDNN's on trn01-09 alone (its embeddings of the 40 long files take an hour here).
+TUNED = {
+    "campplus": Tuned(0.4, 1, "centroid", False),
+    "ge2e": Tuned(0.1, 1, "centroid", False),
+    "ecapa-tdnn": Tuned(0.4, 2, "average", True),
+}
+FALLBACK = Tuned(0.5, 2, "average", True)  # an encoder not tuned here (WeSpeaker: no trained weights were reachable)
+
+
+def tuned_settings(options: DiarizeOptions, architecture: str) -> Tuned:
+    """The settings a diarization with ``architecture``'s embeddings runs with: the tuned ones, with
+    ``options``' threshold and min_cluster_size where given."""
+    tuned = TUNED.get(architecture, FALLBACK)
+    return dataclasses.replace(
+        tuned,
+        threshold=tuned.threshold if options.threshold is None else options.threshold,
+        min_cluster_size=tuned.min_cluster_size if options.min_cluster_size is None else options.min_cluster_size,
+    )
 
 
 def diarize(
@@ -66,7 +87,7 @@ def diarize(
     of different speakers may overlap (not with ``options.exclusive``).
 
     ``segmentation_model`` / ``embedding_model``: LoadedModels, registry names or paths (loaded
-    once per process); None: ``pyannote-segmentation-3.0`` and ``ge2e-speaker``.
+    once per process); None: ``pyannote-segmentation-3.0`` and ``campplus-zh-en``.
     ``progress(done_seconds, total_seconds)`` is called as the windows are segmented, and at the end.
     """
     from .local import local_embeddings
@@ -75,8 +96,8 @@ def diarize(
     samples, source = read_audio(audio, SAMPLE_RATE)
     duration = len(samples) / SAMPLE_RATE
     segmenter, encoder = load_models(segmentation_model, embedding_model, device=device)
-    threshold, size = clustering_settings(options, encoder.architecture)
-    options = dataclasses.replace(options, threshold=threshold, min_cluster_size=size)  # as run, in the provenance too
+    tuned = tuned_settings(options, encoder.architecture)
+    options = dataclasses.replace(options, threshold=tuned.threshold, min_cluster_size=tuned.min_cluster_size)  # as run, in the provenance too
     provenance = encoder.result_provenance(options)  # the speaker model decides who is who
     identity = {k: getattr(segmenter.identity, k) for k in ("requested", "source", "bundle_sha256", "revision")}
     provenance = dataclasses.replace(provenance, options={**provenance.options, "segmentation_model": identity})
@@ -85,8 +106,8 @@ def diarize(
 
     report = None if progress is None else (lambda done, total: progress(duration * done / total, duration))
     seg = segment(samples, segmenter, options.step, options.onset, progress=report)
-    embeddings, reliable = local_embeddings(samples, seg, encoder, options.min_embed_seconds, SAMPLE_RATE)
-    turns = turns_of(seg, embeddings, reliable, options, len(samples), duration)
+    embeddings, reliable = local_embeddings(samples, seg, encoder, options.min_embed_seconds, SAMPLE_RATE, tuned.exclude_overlap)
+    turns = turns_of(seg, embeddings, reliable, options, len(samples), duration, tuned.linkage)
     if progress is not None:
         progress(duration, duration)
     log.info("%d speaker(s), %d turn(s)", len({t.speaker for t in turns}), len(turns))
@@ -104,7 +125,7 @@ def load_models(segmentation_model: Any = None, embedding_model: Any = None, *, 
     return segmenter, encoder
 
 
-def turns_of(seg, embeddings: np.ndarray, reliable: np.ndarray, options: DiarizeOptions, samples: int, duration: float) -> list:
+def turns_of(seg, embeddings: np.ndarray, reliable: np.ndarray, options: DiarizeOptions, samples: int, duration: float, linkage: str = "average") -> list:
     """Steps 3 and 4: the local speakers' embeddings clustered, the windows reconstructed into
     turns (benchmarks/diarize_tune.py calls this on cached segmentations and embeddings)."""
     from . import clustering, reconstruct
@@ -117,6 +138,7 @@ def turns_of(seg, embeddings: np.ndarray, reliable: np.ndarray, options: Diarize
         active,
         threshold=options.threshold,
         min_cluster_size=options.min_cluster_size,
+        linkage=linkage,
         num=options.num_speakers,
         low=options.min_speakers,
         high=options.max_speakers,

@@ -27,30 +27,32 @@ def _bounds(n: int, num: int | None, low: int, high: int | None) -> tuple[int, i
     return min(low, high), high
 
 
-LINKAGE = "average"  # or "centroid" (pyannote 3.1's), "complete"; benchmarks/diarize_tune.py compares them
+LINKAGES = ("average", "centroid")  # centroid is pyannote 3.1's; benchmarks/diarize_tune.py compares them
 
 
 def agglomerative(
-    embeddings: np.ndarray, threshold: float, *, num: int | None = None, low: int = 1, high: int | None = None
+    embeddings: np.ndarray, threshold: float, *, linkage: str = "average", num: int | None = None, low: int = 1, high: int | None = None
 ) -> np.ndarray:
-    """Agglomerative clustering (``LINKAGE``) on cosine distance: merges stop at ``threshold`` (0..2).
-    Centroid linkage runs on the unit vectors' Euclidean distance, where a cosine distance d is
-    sqrt(2 d).
+    """Agglomerative clustering (``linkage``: one of ``LINKAGES``) on cosine distance: merges stop
+    at ``threshold`` (0..2). Centroid linkage runs on the unit vectors' Euclidean distance, where a
+    cosine distance d is sqrt(2 d).
 
     embeddings [N, E] -> labels [N]. When the threshold gives fewer than ``low`` or more than
     ``high`` clusters (or ``num`` is given), the dendrogram is cut at that count instead.
     """
-    from scipy.cluster.hierarchy import fcluster, linkage
+    from scipy.cluster.hierarchy import fcluster, linkage as dendrogram
 
+    if linkage not in LINKAGES:
+        raise ValueError(f"linkage must be one of {', '.join(LINKAGES)}, not {linkage!r}")
     n = len(embeddings)
     if n < 2:
         return np.zeros(n, dtype=np.int64)
     lo, hi = _bounds(n, num, low, high)
-    if LINKAGE == "centroid":
-        tree = linkage(_normalised(embeddings), method="centroid", metric="euclidean")
+    if linkage == "centroid":
+        tree = dendrogram(_normalised(embeddings), method="centroid", metric="euclidean")
         labels = fcluster(tree, t=float(np.sqrt(2 * threshold)), criterion="distance")
     else:
-        tree = linkage(embeddings, method=LINKAGE, metric="cosine")
+        tree = dendrogram(embeddings, method=linkage, metric="cosine")
         labels = fcluster(tree, t=threshold, criterion="distance")
     k = len(np.unique(labels))
     if not lo <= k <= hi:
@@ -88,6 +90,7 @@ def cluster_local_speakers(
     *,
     threshold: float,
     min_cluster_size: int,
+    linkage: str = "average",
     num: int | None = None,
     low: int = 1,
     high: int | None = None,
@@ -95,7 +98,7 @@ def cluster_local_speakers(
     """Global speaker labels of local speakers, two speakers of one window never merged.
 
     embeddings [N, K, E], reliable and active [N, K] -> labels [N, K] (-1: inactive or left over).
-    The reliable embeddings are clustered (average linkage on cosine distance, stopped at
+    The reliable embeddings are clustered (``linkage`` on cosine distance, stopped at
     ``threshold`` or cut at the count asked for; clusters smaller than ``min_cluster_size`` folded
     into the nearest larger one unless a count was asked for); then every active local speaker
     is assigned to a cluster centroid, one window at a time, by an optimal one-to-one matching on
@@ -111,7 +114,7 @@ def cluster_local_speakers(
     if len(train) == 0:
         return labels
     x = _normalised(embeddings[train[:, 0], train[:, 1]])
-    found = agglomerative(x, threshold, num=num, low=low, high=high)
+    found = agglomerative(x, threshold, linkage=linkage, num=num, low=low, high=high)
     if num is None:
         found = fold_small(x, found, min_cluster_size, keep=low)
     centroids = _normalised(np.stack([x[found == c].mean(axis=0) for c in range(found.max() + 1)]))

@@ -113,6 +113,30 @@ def test_one_voice_is_one_speaker():
     assert der(turns, script=[(0.0, 40.0, 0)]) < 0.01
 
 
+def test_linkage_is_the_one_asked_for():
+    """Unit vectors at 0, 6, 45, 84 and 90 degrees: the last merge joins {0, 6, 45} and {84, 90}
+    at a cosine distance of 0.683 for average linkage (the mean of the pairs' distances) and 0.624
+    for centroid linkage (between the normalised centroids), so a threshold of 0.65 separates them."""
+    angles = np.radians([0, 6, 45, 84, 90])
+    a = np.stack([np.cos(angles), np.sin(angles)], axis=1)
+    assert clustering.agglomerative(a, 0.65, linkage="average").tolist() == [0, 0, 0, 1, 1]
+    assert clustering.agglomerative(a, 0.65, linkage="centroid").tolist() == [0, 0, 0, 0, 0]
+    assert clustering.agglomerative(a, 0.6, linkage="centroid").tolist() == [0, 0, 0, 1, 1]
+    with pytest.raises(ValueError, match="linkage"):
+        clustering.agglomerative(a, 0.65, linkage="single")
+
+
+def test_each_encoder_is_clustered_with_its_own_tuned_settings():
+    from oasr.pipelines import diarize as pipeline
+
+    default = pipeline.tuned_settings(DiarizeOptions(), "campplus")
+    assert default == pipeline.TUNED["campplus"] and pipeline.EMBEDDING_MODEL == "campplus-zh-en"
+    mine = pipeline.tuned_settings(DiarizeOptions(threshold=0.3, min_cluster_size=3), "ge2e")
+    assert (mine.threshold, mine.min_cluster_size) == (0.3, 3)
+    assert (mine.linkage, mine.exclude_overlap) == (pipeline.TUNED["ge2e"].linkage, pipeline.TUNED["ge2e"].exclude_overlap)
+    assert pipeline.tuned_settings(DiarizeOptions(), "wespeaker-resnet") == pipeline.FALLBACK
+
+
 def test_reconstruction_pieces():
     # Windows: the last is flush with the end; a short file is one window.
     assert window_starts(30 * SR, 10 * SR, 4 * SR).tolist() == [0, 64000, 128000, 192000, 256000, 320000]
