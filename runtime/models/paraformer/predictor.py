@@ -42,10 +42,10 @@ class CifPredictor(nn.Module):
     def weights(self, hidden: Tensor, mask: Tensor) -> Tensor:
         """hidden [B, T, C], mask [B, T] (1.0 on real frames) -> alphas [B, T]."""
         c = self.config
-        context = hidden.transpose(1, 2)
+        context = hidden.to(self.cif_output.weight.dtype).transpose(1, 2)  # the layers' dtype (a model loaded in bf16)
         out = self.cif_conv1d(F.pad(context, (c.predictor_left, c.predictor_right)))
         out = torch.relu(out if self.v2 else out + context).transpose(1, 2)
-        alphas = torch.sigmoid(self.cif_output(out))
+        alphas = torch.sigmoid(self.cif_output(out).float())
         alphas = torch.relu(alphas * c.smooth_factor - c.noise_threshold)
         return alphas.squeeze(-1) * mask
 

@@ -151,3 +151,25 @@ def test_other_variants_refused_by_name(tmp_path):
     (folder / "config.yaml").write_text(yaml.safe_dump(conf, allow_unicode=True), encoding="utf-8")
     with pytest.raises(OasrError, match="SeacoParaformer"):
         convert([folder], tmp_path / "out")
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_runs_in_a_lower_precision_asked_for(tmp_path, audio, dtype):
+    """``--dtype bfloat16`` / ``float16``: the predictor's layers take the encoder's output in
+    their own dtype (they raised a dtype mismatch), and the CIF weights stay close to float32's."""
+    import oasr
+    from oasr.conversion.run import convert
+    from oasr.features import feature_extractor
+
+    folder = ref.write_folder(tmp_path / "funasr", ref.config(), "zh", 0)
+    convert([folder], tmp_path / "bundle")
+    outs = {}
+    for asked in ("float32", dtype):
+        loaded = oasr.load_pretrained(str(tmp_path / "bundle"), task="transcribe", device="cpu", dtype=asked, cache=False)
+        spec = loaded.feature_spec
+        feats = feature_extractor(spec)(torch.from_numpy(audio), spec)
+        with torch.no_grad():
+            outs[asked] = loaded.model.recognise(feats[None].to(getattr(torch, asked)), torch.tensor([feats.shape[1]]))
+        assert oasr.transcribe(audio, loaded).text.strip()
+    low, full = outs[dtype].cif.alphas, outs["float32"].cif.alphas
+    assert low.dtype == torch.float32 and torch.allclose(low, full, atol=0.05, rtol=0)
