@@ -49,6 +49,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 from typing import BinaryIO
 
@@ -399,12 +400,50 @@ STREAM_BLOCK = 1 << 16  # frames read at a time from a long file
 UNKNOWN_FRAMES = 1 << 62  # libsndfile's frame count when the header states none
 
 
+_caught = threading.local()  # .box: a list while this thread decodes through soundfile
+
+
+def _keep_signal_exceptions(unraisable) -> None:
+    """sys.unraisablehook while oasr decodes: a KeyboardInterrupt or SystemExit raised inside
+    libsndfile's read callback (a signal's handler: Ctrl-C, a batch worker's SIGTERM) is kept for
+    ``_signals_from_callbacks`` to raise, not printed and lost; anything else goes on as before."""
+    box = getattr(_caught, "box", None)
+    if box is not None and isinstance(unraisable.exc_value, (KeyboardInterrupt, SystemExit)):
+        box.append(unraisable.exc_value)
+    else:
+        _previous_hook(unraisable)
+
+
+_previous_hook = sys.unraisablehook
+
+
+@contextlib.contextmanager
+def _signals_from_callbacks():
+    """cffi swallows an exception raised in a callback ("Exception ignored from cffi callback",
+    a traceback on stderr) and libsndfile then fails as if the file were corrupt: a signal that
+    lands while soundfile reads our file object is raised here instead, as it would be anywhere
+    else."""
+    global _previous_hook
+    if sys.unraisablehook is not _keep_signal_exceptions:  # installed once; it passes the rest on
+        _previous_hook, sys.unraisablehook = sys.unraisablehook, _keep_signal_exceptions
+    _caught.box = box = []
+    try:
+        yield
+    except BaseException:
+        if not box:
+            raise
+    finally:
+        _caught.box = None
+    if box:
+        raise box[0]
+
+
 def _read_soundfile(file: BinaryIO, sample_rate: int, channels: int = 1, limits: _Limits | None = None) -> "np.ndarray | SampleFile":
     import soundfile as sf
 
     limits = limits or _Limits(None, sample_rate)
     try:
-        with sf.SoundFile(file) as f:
+        with _signals_from_callbacks(), sf.SoundFile(file) as f:
             limits.check_rate(f.samplerate)
             if f.frames < UNKNOWN_FRAMES:  # else the header does not say (a streamed FLAC): the sink counts
                 limits.check_length(f.frames / f.samplerate)

@@ -341,3 +341,30 @@ def test_ffmpeg_failure_is_one_line(tmp_path, monkeypatch):
     with pytest.raises(InputError) as e:
         load_audio(tmp_path / "broken.mp4")
     _one_line_error(e, "broken.mp4", "Invalid data found when processing input")
+
+
+@pytest.mark.parametrize("signal_exception", [KeyboardInterrupt, lambda: SystemExit(143)])
+@pytest.mark.parametrize("at_read", [1, 4])
+def test_a_signal_during_decoding_is_raised_not_printed(tmp_path, capfd, signal_exception, at_read):
+    """A signal handler's exception (Ctrl-C's KeyboardInterrupt, a batch worker's SystemExit on
+    SIGTERM) that lands while libsndfile calls back into our file object: cffi would print it as
+    "Exception ignored" and the file would read as corrupt; it comes out of the decode instead."""
+    from oasr.io import audio
+
+    path = tmp_path / "tone.wav"
+    sf.write(path, np.zeros(SAMPLE_RATE, np.float32), SAMPLE_RATE)
+
+    class Interrupted(io.BytesIO):
+        calls = 0
+
+        def readinto(self, buffer):
+            Interrupted.calls += 1
+            if Interrupted.calls == at_read:
+                raise signal_exception()
+            return super().readinto(buffer)
+
+    expected = KeyboardInterrupt if signal_exception is KeyboardInterrupt else SystemExit
+    with pytest.raises(expected):
+        audio._read_soundfile(Interrupted(path.read_bytes()), SAMPLE_RATE)
+    assert "Exception ignored" not in capfd.readouterr().err
+    assert load_audio(path).shape == (SAMPLE_RATE,)  # the next decode is as ever
