@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from oasr.decoding.ctc.search import beam_ctc, greedy_ctc
-from oasr.decoding.transducer.search import beam_transducer, greedy_transducer
+from oasr.decoding.transducer.search import WINDOW, beam_transducer, greedy_transducer
 
 V = 6  # labels with the blank
 BLANK = V - 1
@@ -87,6 +87,20 @@ def test_batched_label_looping_matches_plain_greedy(durations, seed):
         assert [t.probability for t in alone] == pytest.approx([t.probability for t in rows[r]], abs=1e-6)
         emitted += len(ref)
     assert emitted > 10
+
+
+def test_one_row_looks_ahead_a_window_of_frames_for_its_next_label():
+    """A lone row scores ``WINDOW`` frames with one joint call: runs of blanks longer than a
+    window give the frame loop's tokens."""
+    model = ToyTransducer(3, blank_bias=15.0)  # about one label in five frames
+    encoded = torch.randn(1, 300, 8, generator=torch.Generator().manual_seed(7)) * 2
+    alone = greedy_transducer(model, encoded, torch.tensor([300]), blank_id=BLANK, max_symbols=3)[0]
+    batched = greedy_transducer(model, encoded.expand(2, -1, -1), torch.tensor([300, 300]), blank_id=BLANK, max_symbols=3)[0]
+    assert [t.id for t in alone] == reference_greedy(model, encoded[0], BLANK, (), 3)
+    assert [(t.id, t.frame) for t in alone] == [(t.id, t.frame) for t in batched]
+    assert [t.probability for t in alone] == pytest.approx([t.probability for t in batched], abs=1e-6)
+    frames = [t.frame for t in alone]
+    assert max(b - a for a, b in zip(frames, frames[1:])) > 2 * WINDOW  # blanks past a window's end
 
 
 def test_max_symbols_guard_moves_on():

@@ -27,7 +27,8 @@ ALLOCATIONS = ("empty", "new_empty", "empty_like", "empty_strided")
 
 
 class _Outputs(TorchDispatchMode):
-    """The element count of every tensor an op computes (buffers made by ``empty`` kept apart)."""
+    """The element count of every tensor an op computes (buffers made by ``empty`` kept apart);
+    views and ``out=`` results, which hold no new memory, are not counted."""
 
     def __init__(self):
         super().__init__()
@@ -36,7 +37,9 @@ class _Outputs(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         kept = self.allocated if func.overloadpacket.__name__ in ALLOCATIONS else self.computed
-        kept.extend(o.numel() for o in (out if isinstance(out, (tuple, list)) else (out,)) if isinstance(o, torch.Tensor))
+        given = {t.untyped_storage().data_ptr() for t in (*args, *(kwargs or {}).values()) if isinstance(t, torch.Tensor)}
+        kept.extend(o.numel() for o in (out if isinstance(out, (tuple, list)) else (out,))
+                    if isinstance(o, torch.Tensor) and o.untyped_storage().data_ptr() not in given)
         return out
 
 
@@ -47,11 +50,11 @@ def _config(**stack) -> ZipformerConfig:
                            **{k: (v,) for k, v in dims.items()})
 
 
-def _attention(t: int):
+def _attention(t: int, batch: int = 1):
     torch.manual_seed(0)
     heads, query, pos = 2, 2, 2
     module = RelPositionMultiheadAttentionWeights(8, 8, heads, query, pos).eval()
-    return module, torch.randn(1, t, 8), compact_positions(t, 8, "cpu")
+    return module, torch.randn(batch, t, 8), compact_positions(t, 8, "cpu")
 
 
 def _attention_rows(monkeypatch, module, t: int, rows: int) -> None:
@@ -72,24 +75,26 @@ def _whole_attention(module, x, pos):
     return (q @ k.transpose(2, 3) + by_offset.gather(-1, offsets.expand(b, h, t, t))).softmax(-1)
 
 
-@pytest.mark.parametrize("rows", [1, 5, 8, 40, 1000])  # 1000: one block
-def test_attention_weights_in_blocks_match_the_whole(rows, monkeypatch):
-    module, x, pos = _attention(40)
+@pytest.mark.parametrize("rows, batch", [(1, 1), (5, 1), (8, 1), (40, 1), (1000, 1), (5, 3)])  # 1000: one block
+def test_attention_weights_in_blocks_match_the_whole(rows, batch, monkeypatch):
+    module, x, pos = _attention(40, batch)
     _attention_rows(monkeypatch, module, 40, rows)
     with torch.inference_mode():
         torch.testing.assert_close(module(x, pos), _whole_attention(module, x, pos), rtol=0, atol=1e-5)
 
 
 def test_attention_block_bounds_the_largest_intermediate(monkeypatch):
-    """With 8 rows a block, nothing computed is bigger than one block's position scores
-    [B, H, 8, T + 7]; whole, the scores alone are [B, H, T, T] and the position scores
-    [B, H, T, 2T - 1]. The weights themselves are one buffer, filled a block at a time."""
+    """With the elements of 8 rows of every head a block, a block is 8 x H rows of one head, and
+    nothing computed is bigger than its position scores [8H, T + 8H - 1]; whole, the scores
+    alone are [B, H, T, T] and the position scores [B, H, T, 2T - 1]. The weights themselves are
+    one buffer, filled a block at a time."""
     t, rows = 40, 8
     module, x, pos = _attention(t)
     _attention_rows(monkeypatch, module, t, rows)
     with torch.inference_mode(), _Outputs() as seen:
         module(x, pos)
-    assert max(seen.computed) <= module.heads * rows * (t + rows - 1) < module.heads * t * t
+    block = module.heads * rows
+    assert max(seen.computed) <= block * (t + block - 1) < module.heads * t * t
     assert seen.allocated == [module.heads * t * t]
 
 
