@@ -24,6 +24,7 @@ from torch import Tensor, nn
 
 from .fastconformer import FastConformer, FastConformerConfig
 from .fastconformer.encoder import ConformerEncoder, ConvModule
+from .time_conv import depthwise_over_time
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,7 @@ class CausalConvModule(ConvModule):
 
     def _depthwise(self, x: Tensor) -> Tensor:
         """[B, T, C] -> [B, T, C]: each frame from itself and the kernel - 1 frames before it."""
-        return super()._depthwise(F.pad(x, (0, 0, self.depthwise_conv.kernel_size[0] - 1, 0)))
+        return depthwise_over_time(self.depthwise_conv, x, left=self.depthwise_conv.kernel_size[0] - 1)
 
 
 class CausalConvSubsampling(nn.Module):

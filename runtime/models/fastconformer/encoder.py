@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ..time_conv import depthwise_over_time
 from .config import FastConformerConfig
 
 
@@ -170,8 +171,8 @@ class PointwiseConv1d(nn.Conv1d):
 class ConvModule(nn.Module):
     """Pointwise conv + GLU, depthwise conv, BatchNorm or LayerNorm, swish, pointwise conv.
 
-    Runs on [B, T, C] throughout: the depthwise conv sees it as a channels-last [B, C, T, 1]
-    image (the same memory), and the norm acts on the last dimension.
+    Runs on [B, T, C] throughout: the depthwise conv reads it as it lies (``depthwise_over_time``),
+    and the norm acts on the last dimension.
     """
 
     def __init__(self, cfg: FastConformerConfig):
@@ -183,12 +184,8 @@ class ConvModule(nn.Module):
         self.pointwise_conv2 = PointwiseConv1d(c, c, bias=bias)
 
     def _depthwise(self, x: Tensor) -> Tensor:
-        """[B, T, C] -> [B, T, C]: a 2-D depthwise conv on channels-last memory (oneDNN has no
-        channels-last 1-D conv; on [B, C, T] the layout change would cost two copies)."""
-        conv = self.depthwise_conv
-        image = x.transpose(1, 2).unsqueeze(-1)  # [B, C, T, 1], strides of channels-last
-        out = F.conv2d(image, conv.weight.unsqueeze(-1), conv.bias, padding=(conv.padding[0], 0), groups=conv.groups)
-        return out.squeeze(-1).transpose(1, 2)
+        """[B, T, C] -> [B, T, C]."""
+        return depthwise_over_time(self.depthwise_conv, x)
 
     def _norm(self, x: Tensor) -> Tensor:
         norm = self.batch_norm

@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ..time_conv import depthwise_over_time
 from .config import ParaformerConfig
 
 LAYER_NORM_EPS = 1e-12  # FunASR's LayerNorm
@@ -61,7 +62,7 @@ class Memory(nn.Module):
     def remember(self, x: Tensor, mask: Tensor | None) -> Tensor:
         if mask is not None:
             x = x * mask
-        y = self.fsmn_block(F.pad(x.transpose(1, 2), self.pad)).transpose(1, 2) + x
+        y = depthwise_over_time(self.fsmn_block, x, *self.pad) + x
         return y * mask if mask is not None else y
 
 

@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..fastconformer.encoder import PointwiseConv1d
+from ..time_conv import depthwise_over_time
 from ..transformer_decoder import ACTIVATIONS, MultiHeadedAttention, PositionwiseFeedForward, sinusoids
 from .config import WenetConfig
 
@@ -119,9 +120,8 @@ class ConvolutionModule(nn.Module):
             x = x.masked_fill(pad[..., None], 0.0)
         if self.lorder:  # WeNet pads before the pointwise conv: the left context is GLU(bias), not zeros
             x = F.pad(x, (0, 0, self.lorder, 0))
-        x = F.glu(self.pointwise_conv1(x), dim=-1).transpose(1, 2)
-        x = self.depthwise_conv(x)
-        x = self.norm(x.transpose(1, 2)) if self.layer_norm else self.norm(x).transpose(1, 2)
+        x = depthwise_over_time(self.depthwise_conv, F.glu(self.pointwise_conv1(x), dim=-1))
+        x = self.norm(x) if self.layer_norm else self.norm(x.transpose(1, 2)).transpose(1, 2)
         x = self.pointwise_conv2(self.activation(x))
         return x if pad is None else x.masked_fill(pad[..., None], 0.0)
 
