@@ -149,7 +149,8 @@ def turns_of(seg, embeddings: np.ndarray, reliable: np.ndarray, options: Diarize
     if options.exclusive:
         count = np.minimum(count, 1)
     activations = reconstruct.global_activity(seg, labels, max(speakers, 1), frames)
-    binary = reconstruct.binarize(activations, count)
+    probability = None if seg.probability is None else reconstruct.global_activity(seg, labels, max(speakers, 1), frames, seg.probability)
+    binary = reconstruct.binarize(activations, count, probability)
     # Filling a pause could overlap the next speaker's turn: the exclusive view keeps its pauses.
     min_gap = 0.0 if options.exclusive else reconstruct.MIN_GAP
     turns = reconstruct.turns_from_frames(binary, seg, SAMPLE_RATE, duration, min_gap, options.speaker_names)

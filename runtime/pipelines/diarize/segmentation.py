@@ -24,6 +24,7 @@ class Segmentation:
     window: int  # samples per window
     frame_step: int  # samples per frame
     frame_offset: int  # samples from a frame's start to its receptive field's centre
+    probability: np.ndarray | None = None  # [N, T, K] the probability each local speaker talks (None: activity)
 
     @property
     def first_frames(self) -> np.ndarray:
@@ -73,16 +74,15 @@ def local_activity(loaded, starts: np.ndarray, log_probs: torch.Tensor, onset: f
     is active where the most likely powerset class holds it (pyannote's); else where the summed
     probability of the classes holding it reaches ``onset``."""
     model, config = loaded.model, loaded.config
-    if onset is None:
-        activity = model.multilabel(log_probs)
-    else:
-        activity = (model.multilabel(log_probs, soft=True) >= onset).float()
+    probability = model.multilabel(log_probs, soft=True)
+    activity = model.multilabel(log_probs) if onset is None else (probability >= onset).float()
     return Segmentation(
         starts=starts,
         activity=activity.numpy().astype(np.float32),
         window=int(round(config.chunk_seconds * config.sample_rate)),
         frame_step=config.frame_step,
         frame_offset=config.receptive_field // 2,
+        probability=probability.numpy().astype(np.float32),
     )
 
 
