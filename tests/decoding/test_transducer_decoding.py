@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from oasr.decoding.ctc.search import beam_ctc, greedy_ctc
-from oasr.decoding.transducer.search import WINDOW, beam_transducer, greedy_transducer
+from oasr.decoding.transducer.search import beam_transducer, greedy_transducer
 
 V = 6  # labels with the blank
 BLANK = V - 1
@@ -89,9 +89,10 @@ def test_batched_label_looping_matches_plain_greedy(durations, seed):
     assert emitted > 10
 
 
-def test_one_row_looks_ahead_a_window_of_frames_for_its_next_label():
-    """A lone row scores ``WINDOW`` frames with one joint call: runs of blanks longer than a
-    window give the frame loop's tokens."""
+def test_one_row_looks_ahead_over_doubling_stretches_of_frames():
+    """A lone row scores a stretch of frames with one joint call, the stretch doubling (1, 2, 4,
+    ... up to ``WINDOW``) while it holds only blanks: labels close together, and runs of blanks
+    across several stretches, give the frame loop's tokens."""
     model = ToyTransducer(3, blank_bias=15.0)  # about one label in five frames
     encoded = torch.randn(1, 300, 8, generator=torch.Generator().manual_seed(7)) * 2
     alone = greedy_transducer(model, encoded, torch.tensor([300]), blank_id=BLANK, max_symbols=3)[0]
@@ -99,8 +100,8 @@ def test_one_row_looks_ahead_a_window_of_frames_for_its_next_label():
     assert [t.id for t in alone] == reference_greedy(model, encoded[0], BLANK, (), 3)
     assert [(t.id, t.frame) for t in alone] == [(t.id, t.frame) for t in batched]
     assert [t.probability for t in alone] == pytest.approx([t.probability for t in batched], abs=1e-6)
-    frames = [t.frame for t in alone]
-    assert max(b - a for a, b in zip(frames, frames[1:])) > 2 * WINDOW  # blanks past a window's end
+    gaps = [b.frame - a.frame for a, b in zip(alone, alone[1:])]
+    assert max(gaps) > 1 + 2 + 4 + 8 and min(gaps) <= 1  # blanks across four stretches; labels a frame apart
 
 
 def test_max_symbols_guard_moves_on():

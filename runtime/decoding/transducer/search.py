@@ -102,27 +102,30 @@ def greedy_transducer(
     return out
 
 
-# Frames the joint scores at once while an RNN-T row looks for its next label: the prediction
-# network's output does not change on a blank, so one [W, J] joint call replaces W single-frame
-# calls (labels come on about one frame in four to six; a longer window wastes the frames after one).
-WINDOW = 8
+# The most frames the joint scores at once while an RNN-T row looks for its next label: the
+# prediction network's output does not change on a blank, so one [W, J] joint call replaces W
+# single-frame calls. After a label the look-ahead starts at one frame (the next label is often
+# on the same frame or the next) and doubles over each stretch of blanks: a dense stretch costs
+# no wasted frames, a silence a few calls.
+WINDOW = 32
 
 
 def _greedy_one(model, f: Tensor, length: int, blank_id: int, durations: list[int], max_symbols: int) -> list[TransducerToken]:
     """``greedy_transducer`` of one row, f [T, J]: the same steps without the batch's masks and
-    syncs (half the time on one recording); RNN-T rows look for the next label ``WINDOW``
-    frames at a time."""
+    syncs (half the time on one recording); RNN-T rows look for the next label over a doubling
+    look-ahead of frames."""
     if durations:
         return _greedy_one_tdt(model, f, length, blank_id, durations, max_symbols)
     g, state = model.predict(torch.full((1,), blank_id, dtype=torch.long, device=f.device), None)
     out: list[TransducerToken] = []
     frame = symbols = 0
+    width = 1
     while frame < length:
-        end = min(frame + WINDOW, length)
+        end = min(frame + width, length)
         best, labels = model.joint_logits(f[frame:end], g.expand(end - frame, -1)).float().log_softmax(-1).max(-1)
         emitting = (labels != blank_id).nonzero()
-        if len(emitting) == 0:  # blanks to the window's end
-            frame, symbols = end, 0
+        if len(emitting) == 0:  # blanks to the look-ahead's end
+            frame, symbols, width = end, 0, min(2 * width, WINDOW)
             continue
         i = int(emitting[0, 0])
         if i:
@@ -132,6 +135,7 @@ def _greedy_one(model, f: Tensor, length: int, blank_id: int, durations: list[in
         symbols += 1  # a label does not move the frame, unless it is the row's max_symbols-th there
         if symbols >= max_symbols:
             frame, symbols = frame + 1, 0
+        width = 1
         g, state = model.predict(torch.full((1,), label, dtype=torch.long, device=f.device), state)
     return out
 
