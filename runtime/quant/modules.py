@@ -49,9 +49,7 @@ def _prepack(q: Tensor, scale: Tensor, engine: str | None = None):
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*quantized tensor creation.*")
             warnings.filterwarnings("ignore", message=".*deprecated.*", category=UserWarning)
-            qweight = torch._make_per_channel_quantized_tensor(
-                q.contiguous(), scale.double(), torch.zeros(q.shape[0], dtype=torch.long), 0
-            )
+            qweight = _quantized_view(q.contiguous(), scale)
             if engine is not None:
                 torch.backends.quantized.engine = engine  # read by the prepack only
             return torch.ops.quantized.linear_prepack(qweight, None)
@@ -60,6 +58,17 @@ def _prepack(q: Tensor, scale: Tensor, engine: str | None = None):
         return None
     finally:
         torch.backends.quantized.engine = default
+
+
+def _quantized_view(q: Tensor, scale: Tensor) -> Tensor:
+    """The qint8 tensor the prepack takes, on ``q``'s own bytes. ``_make_per_channel_quantized_tensor``
+    copies them, and oneDNN's packed weight keeps that copy (its unpacked weight) as long as it
+    lives: twice the memory of every oneDNN layer. On the stored bytes it keeps the bundle's
+    mapping instead, whose pages go back once packed (``release``)."""
+    qweight = torch._empty_per_channel_affine_quantized(
+        [0], scales=scale.double(), zero_points=torch.zeros(q.shape[0], dtype=torch.long), axis=0, dtype=torch.qint8
+    )
+    return qweight.set_(q.untyped_storage(), q.storage_offset(), q.shape, q.stride())
 
 
 def _has_amx_int8() -> bool:

@@ -5,7 +5,9 @@ Real weights (Whisper base: sizes, WER, logit cosine, RSS) are in ``test_quantiz
 
 from __future__ import annotations
 
+import ctypes
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -446,3 +448,34 @@ def test_an_encoder_takes_onednns_amx_kernel_where_the_cpu_has_it(tiny_int8):
         narrow = model.encoder(mel)
     assert not torch.equal(wide, narrow)  # another kernel ran
     assert _cosine(wide, narrow) >= 0.9999
+
+
+def test_a_packed_weight_costs_one_copy_of_the_int8_weight_not_two():
+    """oneDNN's packed weight keeps the qint8 tensor it was packed from (its unpacked weight):
+    made by copying, that doubled the memory of oneDNN's layers (Whisper's encoder and token
+    table on an AMX CPU); made on the stored bytes, it costs nothing beyond the packed copy.
+    (fbgemm keeps no such tensor.)"""
+    from oasr.quant import modules
+
+    engine = "onednn"
+    if engine not in torch.backends.quantized.supported_engines:
+        pytest.skip(f"this torch build has no {engine}")
+    status = Path("/proc/self/status")
+    if not status.is_file() or not hasattr(ctypes.CDLL(None), "malloc_trim"):
+        pytest.skip("resident memory is read from /proc, with glibc's heap trimmed")
+
+    def anon_mib() -> float:
+        # Live memory only: the packing's freed temporaries may stay in the C heap (glibc raises
+        # its mmap threshold after earlier frees), which malloc_trim gives back.
+        ctypes.CDLL(None).malloc_trim(0)
+        return next(int(line.split()[1]) for line in status.read_text().splitlines() if line.startswith("RssAnon")) / 1024
+
+    weights = [torch.randint(-127, 128, (2048, 2048), dtype=torch.int8) for _ in range(16)]  # 64 MiB
+    scale = torch.rand(2048) / 100
+    before = anon_mib()
+    packed = [modules._prepack(q, scale, engine) for q in weights]
+    added = anon_mib() - before
+    assert added < 1.2 * 64, f"packing 64 MiB of int8 with {engine} added {added:.0f} MiB"
+    x = torch.randn(3, 2048)
+    reference = x @ (weights[0].float() * scale[:, None]).T
+    assert _cosine(torch.ops.quantized.linear_dynamic(x, packed[0], False), reference) > 0.999
