@@ -44,7 +44,7 @@ from .commands import manual, separate  # noqa: E402
 from .commands.completion import app as completion_app  # noqa: E402
 from .commands.eval import app as eval_app  # noqa: E402
 from .commands.models import app as models_app  # noqa: E402
-from . import plain_help, spellings  # noqa: E402
+from . import kernel_caches, plain_help, spellings  # noqa: E402
 from .errors import run  # noqa: E402
 from .options import new_app  # noqa: E402
 
@@ -114,6 +114,7 @@ if _startup_handler is not None:  # imported: Ctrl-C is a KeyboardInterrupt agai
 
 
 def _run(typer_app: typer.Typer, argv: list[str] | None, prog_name: str) -> int:
+    kernel_caches.cap()
     command = typer.main.get_command(typer_app)
     args = spellings.accept(command, list(sys.argv[1:] if argv is None else argv))
     with plain_help.when_piped():

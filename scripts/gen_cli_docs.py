@@ -64,6 +64,7 @@ ENVIRONMENT: tuple[tuple[str, str], ...] = (
     ("HF_HUB_OFFLINE", "Set to 1 to never reach the Hugging Face hub; its local cache is still used."),
     ("HF_HOME", "Where the Hugging Face cache lives (read through huggingface_hub)."),
     ("OASR_MAX_STDIN_MB", "The most megabytes '-' reads from stdin (default 1024; 0: no limit). Stdin is copied to a temporary file in TMPDIR, not held in memory."),
+    ("ONEDNN_PRIMITIVE_CACHE_CAPACITY, LRU_CACHE_CAPACITY", "How many compiled oneDNN kernels the process keeps (oneDNN's own cache and PyTorch's ideep cache). Unset, each command keeps 64 and tts 16: work whose shapes change with every input would otherwise grow the process by hundreds of MB."),
 )
 
 

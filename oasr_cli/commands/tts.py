@@ -9,7 +9,6 @@ writers are ``oasr.formats.wav``.
 from __future__ import annotations
 
 import logging
-import os
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -19,6 +18,7 @@ import typer
 from oasr.errors import InputError
 from oasr.options import TTS_MAX_NOISE, TTS_MAX_SILENCE, TTS_MAX_SPEED, TTS_MIN_SPEED, SynthesizeOptions
 
+from .. import kernel_caches
 from ..inputs import check_output_path
 from ..options import DeviceOpt, Device, ModelOpt, Report, format_option, from_flags, reporting, usage
 from ..output import print_json
@@ -29,11 +29,11 @@ DEFAULTS = SynthesizeOptions()
 VOICE = "Voice"
 OUTPUT = "Output"
 MAX_TEXT_BYTES = 64 << 20  # a book is a few MB; more is not text meant to be read aloud
-# oneDNN compiles a convolution for each input length, and each sentence has its own lengths: its
-# default cache of 1024 such kernels (about 0.4 MB each with their buffers) grew the process by
-# 75 MB over 8 sentences of the joe voice, for nothing used again. A sentence's repeats (the text
-# encoder's and the flow's layers) come within a few kernels of each other.
-PRIMITIVE_CACHE = "16"
+# oneDNN's kernel caches (oasr_cli.kernel_caches) below every other command's 64: a sentence's
+# repeats (the text encoder's and the flow's layers) come within a few kernels of each other, and
+# 16 held the 8 sentences of the joe voice at 410-420 MB against 465 (60 sentences: 500-515 MB
+# against 570, for 7% more time re-compiling).
+KERNEL_CACHE = 16
 
 EXAMPLES = """Examples:
 
@@ -106,7 +106,7 @@ def tts(
         check_output_path(output_dir / f"0001.{_extension(fmt)}")
     source = _read_text(text, file)
 
-    os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", PRIMITIVE_CACHE)  # read at oneDNN's first use
+    kernel_caches.cap(KERNEL_CACHE)  # read at oneDNN's first use
     from oasr.pipelines.tts import prepare
 
     run = dict(model=model, options=options, device=device.value, dtype="float32")
