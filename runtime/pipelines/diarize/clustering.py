@@ -49,7 +49,11 @@ def agglomerative(
         return np.zeros(n, dtype=np.int64)
     lo, hi = _bounds(n, num, low, high)
     if linkage == "centroid":
-        tree = dendrogram(_normalised(embeddings), method="centroid", metric="euclidean")
+        # fastcluster's vector form builds scipy's tree in O(N E) memory: scipy holds the N^2 / 2
+        # distances twice (553 MB for the 8600 local speakers of a three-hour recording).
+        from fastcluster import linkage_vector
+
+        tree = linkage_vector(_normalised(embeddings).astype(np.float64), method="centroid", metric="euclidean")
         labels = fcluster(tree, t=float(np.sqrt(2 * threshold)), criterion="distance")
     else:
         tree = dendrogram(embeddings, method=linkage, metric="cosine")
