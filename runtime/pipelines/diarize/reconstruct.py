@@ -13,6 +13,8 @@ K local speakers, S global speakers, F global frames.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 
 from ...results import SpeakerTurn
@@ -25,20 +27,20 @@ COUNT_ROUNDING = 0.3
 MIN_GAP = 0.25  # 0.25 s: DER 18.3 -> 18.2% on trn01-trn09 (0.5 s: 18.4%)
 
 
-def _aggregate(seg: Segmentation, values: np.ndarray, frames: int) -> np.ndarray:
-    """values [N, T, D] per window -> [F, D]: the mean over the windows covering each frame (0 where none)."""
-    n, t, d = values.shape
-    total = np.zeros((frames, d), dtype=np.float64)
+def _aggregate(seg: Segmentation, blocks: Iterable[np.ndarray], frames: int, width: int) -> np.ndarray:
+    """blocks: [T, D] per window, in window order (an [N, T, D] array is such) -> [F, D]: the
+    mean over the windows covering each frame (0 where none)."""
+    total = np.zeros((frames, width), dtype=np.float64)
     covered = np.zeros((frames, 1), dtype=np.float64)
-    for w, first in enumerate(seg.first_frames):
-        total[first : first + t] += values[w]
-        covered[first : first + t] += 1
+    for block, first in zip(blocks, seg.first_frames):
+        total[first : first + len(block)] += block
+        covered[first : first + len(block)] += 1
     return total / np.maximum(covered, 1)
 
 
 def speaker_count(seg: Segmentation, frames: int) -> np.ndarray:
     """[F] how many speakers talk in each frame, as the segmentation says."""
-    mean = _aggregate(seg, seg.activity.sum(axis=2, keepdims=True), frames)[:, 0]
+    mean = _aggregate(seg, seg.activity.sum(axis=2, keepdims=True), frames, 1)[:, 0]
     return np.floor(mean + 1.0 - COUNT_ROUNDING).astype(np.int64)
 
 
@@ -46,12 +48,16 @@ def global_activity(seg: Segmentation, labels: np.ndarray, speakers: int, frames
     """labels [N, K] (-1: unassigned) -> [F, S] averaged activity of each global speaker (or of
     ``values`` [N, T, K], such as ``seg.probability``)."""
     values = seg.activity if values is None else values
-    n, t, k = values.shape
-    clustered = np.zeros((n, t, speakers), dtype=np.float32)
-    for w, c in zip(*np.nonzero(labels >= 0)):
-        s = labels[w, c]
-        clustered[w, :, s] = np.maximum(clustered[w, :, s], values[w, :, c])
-    return _aggregate(seg, clustered, frames)
+
+    def blocks():  # one window at a time: all of them at once were 4x the result (2.5 s steps)
+        block = np.empty((values.shape[1], speakers), dtype=np.float32)
+        for w in range(len(values)):
+            block.fill(0)
+            for c in np.flatnonzero(labels[w] >= 0):
+                np.maximum(block[:, labels[w, c]], values[w, :, c], out=block[:, labels[w, c]])
+            yield block
+
+    return _aggregate(seg, blocks(), frames, speakers)
 
 
 def binarize(activations: np.ndarray, count: np.ndarray, probability: np.ndarray | None = None) -> np.ndarray:

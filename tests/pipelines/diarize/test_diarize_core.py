@@ -188,6 +188,35 @@ def test_centroid_clustering_memory_does_not_grow_with_the_square_of_the_speaker
     assert int(done.stdout.split()[-1]) < 80  # MB
 
 
+def test_global_activity_is_built_window_by_window():
+    """Each global speaker takes the largest value of its local speakers in a window, averaged
+    over the windows covering a frame; the windows' [N, T, S] whole (twice the result's bytes at
+    a 2.5 s step) is never held."""
+    import tracemalloc
+
+    rng = np.random.default_rng(0)
+    n, k, speakers = 400, 3, 20
+    starts = np.arange(n) * int(2.5 * SR)
+    values = rng.random((n, T, k)).astype(np.float32)
+    seg = Segmentation(starts=starts, activity=values, window=10 * SR, frame_step=STEP, frame_offset=0)
+    labels = rng.integers(-1, speakers, (n, k))
+    labels[:, 1] = np.where(labels[:, 1] == labels[:, 0], -1, labels[:, 1])  # two local speakers may share none
+    frames = seg.num_global_frames(starts[-1] + 10 * SR)
+    tracemalloc.start()
+    got = reconstruct.global_activity(seg, labels, speakers, frames)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    whole = np.zeros((n, T, speakers), dtype=np.float32)  # the reference: every window at once
+    for w, c in zip(*np.nonzero(labels >= 0)):
+        whole[w, :, labels[w, c]] = np.maximum(whole[w, :, labels[w, c]], values[w, :, c])
+    total, covered = np.zeros((frames, speakers)), np.zeros((frames, 1))
+    for w, first in enumerate(seg.first_frames):
+        total[first : first + T] += whole[w]
+        covered[first : first + T] += 1
+    assert np.array_equal(got, total / np.maximum(covered, 1))
+    assert peak < 3 * got.nbytes  # the windows at once were 2 * got.nbytes more
+
+
 def test_each_encoder_is_clustered_with_its_own_tuned_settings():
     from oasr.pipelines import diarize as pipeline
 
