@@ -33,6 +33,9 @@ OnRecord = Callable[[dict[str, Any]], bool]  # a finished input's record -> go o
 
 
 def _sigterm(signum, frame):
+    # Once: a group stop (SIGTERM to every process) is followed by the parent's own SIGTERM, which
+    # could land in the exit's finalizers and print their traceback.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     raise SystemExit(143)
 
 

