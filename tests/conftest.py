@@ -136,3 +136,18 @@ def _isolated_cache(tmp_path_factory):
         os.environ.pop("OASR_CACHE", None)
     else:
         os.environ["OASR_CACHE"] = previous
+
+
+@pytest.fixture(autouse=True)
+def _kernel_cache_sizes_do_not_leak():
+    """A command run in this process (the ``cli`` fixture) sets oneDNN's kernel-cache sizes in the
+    environment (oasr_cli.kernel_caches); later tests' subprocesses would take them as the
+    user's (tts's 16 grew an hour of diarization from 661 to 817 MB)."""
+    names = ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY")
+    saved = {name: os.environ.get(name) for name in names}
+    yield
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
