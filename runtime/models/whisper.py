@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .. import onednn
-from ..quant.modules import WIDE_ROWS
+from ..quant.modules import WIDE_ROWS, QuantLinear
 from .base import OasrModel
 from .whisper_config import CAPABILITIES, COMPUTED_BUFFERS, WhisperConfig
 
@@ -60,6 +60,27 @@ class Embedding(nn.Embedding):
         if x.shape[0] * x.shape[1] <= 8:  # decoding steps: W x^T streams W once (2x faster on CPU BLAS)
             return (weight @ x.flatten(0, 1).T).T.reshape(*x.shape[:2], -1)
         return x @ weight.T
+
+
+def project_consuming(linear: nn.Module, x: Tensor) -> Tensor:
+    """``linear(x)`` for an ``x`` no one reads after: an integer layer scales it in place instead
+    of a scaled copy (bit for bit the same product)."""
+    return linear(x, consume=True) if isinstance(linear, QuantLinear) else linear(x)
+
+
+class MLP(nn.Sequential):
+    """Linear, GELU, Linear (openai's ``mlp.0``, ``mlp.2``), consuming its input (a LayerNorm's
+    fresh output). The hidden activation, 4x the width (an encoder window's: 12 MB), is made
+    once: GELU overwrites it and the second projection consumes it. Copies of it were holes in
+    the heap that the next larger tensor did not fit."""
+
+    def __init__(self, n_state: int, n_hidden: int):
+        super().__init__(Linear(n_state, n_hidden), nn.GELU(), Linear(n_hidden, n_state))
+
+    def forward(self, x: Tensor) -> Tensor:
+        h = project_consuming(self[0], x)
+        h = F.gelu(h) if h.requires_grad else torch.ops.aten.gelu_(h)
+        return project_consuming(self[2], h)
 
 
 class LayerNorm(nn.LayerNorm):
@@ -230,7 +251,7 @@ class MultiHeadAttention(nn.Module):
             if mask is not None:
                 scores = scores.masked_fill(~mask, -torch.inf)
             y = scores.softmax(dim=-1).to(v.dtype) @ v
-            return self.out(y.transpose(1, 2).flatten(2).to(x.dtype)), scores
+            return project_consuming(self.out, y.transpose(1, 2).flatten(2).to(x.dtype)), scores
         if causal_offset is None and k.shape[0] < q.shape[0]:
             # Keys of W windows shared by groups of G = B / W rows (beams): the rows of a group
             # become query positions, one attention call over [W, H, G * Tq, D], no broadcast copies.
@@ -239,9 +260,9 @@ class MultiHeadAttention(nn.Module):
             g = b // w
             q = q.view(w, g, h, tq, d).transpose(1, 2).reshape(w, h, g * tq, d)
             y = self._attend(q, k, v).view(w, h, g, tq, d).transpose(1, 2).reshape(b, h, tq, d)
-            return self.out(y.transpose(1, 2).flatten(2).to(x.dtype))
+            return project_consuming(self.out, y.transpose(1, 2).flatten(2).to(x.dtype))
         y = self._attend(q, k, v, mask, is_causal)
-        return self.out(y.transpose(1, 2).flatten(2).to(x.dtype))
+        return project_consuming(self.out, y.transpose(1, 2).flatten(2).to(x.dtype))
 
     def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, is_causal: bool = False) -> Tensor:
         if self.attention_rows is not None and mask is None and not is_causal:
@@ -256,7 +277,7 @@ class ResidualAttentionBlock(nn.Module):
         self.attn_ln = LayerNorm(n_state)
         self.cross_attn = MultiHeadAttention(n_state, n_head) if cross_attention else None
         self.cross_attn_ln = LayerNorm(n_state) if cross_attention else None
-        self.mlp = nn.Sequential(Linear(n_state, 4 * n_state), nn.GELU(), Linear(4 * n_state, n_state))
+        self.mlp = MLP(n_state, 4 * n_state)
         self.mlp_ln = LayerNorm(n_state)
 
     def forward(
