@@ -143,8 +143,9 @@ def _kernel_cache_sizes_do_not_leak():
     """A command run in this process (the ``cli`` fixture) sets oneDNN's kernel-cache sizes in the
     environment (oasr_cli.kernel_caches); later tests' subprocesses would take them as the
     user's (tts's 16 grew an hour of diarization from 661 to 817 MB)."""
-    names = ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY")
-    saved = {name: os.environ.get(name) for name in names}
+    from oasr_cli.kernel_caches import VARIABLES
+
+    saved = {name: os.environ.get(name) for name in VARIABLES}
     yield
     for name, value in saved.items():
         if value is None:

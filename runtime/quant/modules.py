@@ -96,8 +96,8 @@ def _int8_linear(x: Tensor, module: "_Quantized", out_features: int, consume: bo
     if any(k is None for k in kernels):
         return None
     y = torch.empty(rows.shape[0], out_features)
-    for i, (block, packed) in enumerate(zip(blocks, kernels)):
-        y[i * _BLOCK_ROWS : (i + 1) * _BLOCK_ROWS] = _int8_rows(block, packed, consume)
+    for out, block, packed in zip(y.split(_BLOCK_ROWS), blocks, kernels):
+        out.copy_(_int8_rows(block, packed, consume))
     return y.view(*x.shape[:-1], out_features)
 
 

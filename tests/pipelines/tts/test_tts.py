@@ -21,6 +21,7 @@ import pytest
 import torch
 
 from cli_checks import one_line_error
+from oasr_cli.kernel_caches import VARIABLES
 
 pytest.importorskip("piper.phonemize_espeak", reason="piper-tts (the tts extra) phonemizes")
 
@@ -244,7 +245,8 @@ PROCESS_CHECK = """
 import os, sys
 from oasr_cli.main import main
 code = main(sys.argv[1:])
-caches = [os.environ.get(v) for v in ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY")]
+from oasr_cli.kernel_caches import VARIABLES
+caches = [os.environ.get(v) for v in VARIABLES]
 print(code, *caches, *sorted(m for m in ("onnxruntime", "piper.voice") if m in sys.modules))
 """
 
@@ -254,7 +256,7 @@ def test_cli_process_leaves_out_what_tts_does_not_use(voice, tmp_path, user_capa
     """A fresh ``oasr tts`` process: piper's phonemizer without its ONNX voice (onnxruntime is
     0.1 s and 20 MB), and oneDNN's two kernel caches at 16 (every other command's 64 held 60
     sentences at 570 MB against 500) unless the user set their size."""
-    env = {k: v for k, v in os.environ.items() if k not in ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY")}
+    env = {k: v for k, v in os.environ.items() if k not in VARIABLES}
     if user_capacity:
         env["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] = user_capacity
     args = ["tts", "Hello there.", "-m", str(voice), "-o", str(tmp_path / "a.wav")]
