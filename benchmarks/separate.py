@@ -15,10 +15,10 @@ loadable here) against ``oasr separate`` (the same steps, streamed). Wall time c
 separating and writing; model loading is reported apart. Runs alternate engines; medians. The
 oasr process keeps glibc's allocator as ``oasr separate`` does; ``--low-memory`` fixes its mmap
 threshold as ``oasr separate --low-memory`` does (``return_freed_buffers``, see
-``oasr.pipelines.separate.memory``), less memory for more time. The load average is printed before and after: the machine may be shared.
+``oasr.heap``), less memory for more time. The load average is printed before and after: the machine may be shared.
 Targets (issue 13, 2 threads): oasr at most 0.8x demucs' wall time and 0.6x its peak RSS.
 
-Why ``--low-memory`` exists (``oasr.pipelines.separate.memory``): an HTDemucs forward pass on a
+Why ``--low-memory`` exists (``oasr.heap``): an HTDemucs forward pass on a
 7.8 s segment allocates tens of tensors of 10 to 70 MB and frees them again. glibc serves blocks
 above its mmap threshold with mmap and returns them when freed, but it raises that threshold to
 the size of each such block freed (up to 32 MB), so after the first pass most of them come from
@@ -97,7 +97,7 @@ def _child(engine: str, package: Path, bundle: Path, song: Path, out: Path, shif
     else:
         import oasr
         from oasr.options import SeparateOptions
-        from oasr.pipelines.separate.memory import return_freed_buffers
+        from oasr.heap import return_freed_buffers
         from oasr.pipelines.separate.writer import StemFiles
 
         if low_memory:

@@ -175,7 +175,7 @@ def separate(
     if pending:
         import oasr
         from oasr.pipelines.separate import output_names
-        from oasr.pipelines.separate.memory import return_freed_buffers
+        from oasr.heap import return_freed_buffers
         from oasr.pipelines.separate.writer import StemFiles
 
         if low_memory:  # the setting is process-wide, and this process is ours

@@ -184,10 +184,10 @@ def test_mono_16k_input_is_resampled_and_separated(tmp_path, cli, bundle):
 
 def test_low_memory_alone_fixes_the_allocator_and_the_stems_are_the_same(tmp_path, cli, bundle, monkeypatch):
     """glibc's mmap threshold is process-wide and costs speed: only --low-memory touches it."""
-    from oasr.pipelines.separate import memory
+    from oasr import heap
 
     calls = []
-    monkeypatch.setattr(memory, "return_freed_buffers", lambda *a: calls.append(a) or True)
+    monkeypatch.setattr(heap, "return_freed_buffers", lambda *a: calls.append(a) or True)
     song = _wav(tmp_path / "song.wav", 2.0, 44100, 2)
     code, _, err = cli("separate", "-m", bundle, "-o", tmp_path / "fast", "--shifts", "0", "--float32", song)
     assert code == 0, err
