@@ -435,6 +435,11 @@ class Whisper(OasrModel):
     def embed_audio(self, mel: Tensor) -> Tensor:
         return self.encoder(mel)
 
+    def cross_kv(self, audio_features: Tensor) -> dict[int, tuple[Tensor, Tensor]]:
+        """Every decoder block's cross-attention keys and values of ``audio_features`` [W, Ta, C],
+        as a ``WhisperKVCache`` holds them (one projection serves several decoder calls)."""
+        return {i: block.cross_attn.project_kv(audio_features) for i, block in enumerate(self.decoder.blocks)}
+
     def logits(
         self,
         tokens: Tensor,

@@ -137,10 +137,11 @@ class WhisperDecoder:
         return tokens, sot_index
 
     @torch.inference_mode()
-    def prompt(self, audio_features: Tensor, tokens: Sequence[int], sot_index: int) -> Prompted:
+    def prompt(self, audio_features: Tensor, tokens: Sequence[int], sot_index: int, cross_kv: dict | None = None) -> Prompted:
         """Run ``tokens`` through the decoder for every window of ``audio_features`` [W, Ta, C]
-        (the same prompt for each)."""
-        cache = WhisperKVCache()
+        (the same prompt for each). ``cross_kv``: the windows' cross-attention keys and values,
+        already projected (``Whisper.cross_kv``); the dict is taken over."""
+        cache = WhisperKVCache.holding({}, cross_kv or {}, take=True)
         w = audio_features.shape[0]
         x = torch.tensor([list(tokens)], dtype=torch.long, device=self.device).expand(w, -1)
         logits = self.model.logits(x, audio_features, cache)

@@ -8,7 +8,7 @@ import torch
 from torch import Tensor
 
 from ...errors import CapabilityError
-from ...models.whisper import Whisper
+from ...models.whisper import Whisper, WhisperKVCache
 from ...tokenizers.whisper import WhisperTokenizer
 
 
@@ -20,14 +20,18 @@ class LanguageGuess:
 
 
 @torch.inference_mode()
-def detect_language(model: Whisper, tokenizer: WhisperTokenizer, audio_features: Tensor) -> LanguageGuess:
+def detect_language(
+    model: Whisper, tokenizer: WhisperTokenizer, audio_features: Tensor, cross_kv: dict | None = None
+) -> LanguageGuess:
     """The language token Whisper predicts after ``<|startoftranscript|>`` for the first window
     of ``audio_features`` [B, Ta, C], as openai-whisper does: a softmax over the language tokens
-    only."""
+    only. ``cross_kv``: the windows' cross-attention keys and values (``Whisper.cross_kv``), when
+    the decoding that follows will use them too."""
     if not tokenizer.multilingual or not tokenizer.languages:
         raise CapabilityError("this Whisper model is English-only; it cannot identify languages (pass a language)")
     tokens = torch.tensor([[tokenizer.sot]], device=audio_features.device)
-    logits = model.logits(tokens, audio_features[:1])[0, -1].float()
+    first = {i: (k[:1], v[:1]) for i, (k, v) in cross_kv.items()} if cross_kv else {}
+    logits = model.logits(tokens, audio_features[:1], WhisperKVCache.holding({}, first))[0, -1].float()
     first = tokenizer.sot + 1
     probs = logits[first : first + len(tokenizer.languages)].softmax(dim=-1).tolist()
     best = max(range(len(probs)), key=probs.__getitem__)

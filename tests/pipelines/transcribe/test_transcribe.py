@@ -339,6 +339,34 @@ def test_language_id_and_translate_with_base(base, jfk_audio, jfk_text):
 
 
 @pytest.mark.slow
+def test_language_detection_and_decoding_share_the_cross_attention_keys(base, jfk_audio, monkeypatch):
+    """The audio's cross-attention keys and values are projected once per decoder block for both
+    language detection and the decoding after it (base: 12 integer/float GEMMs of 1500 rows
+    fewer), and the transcript is the one two projections give."""
+    from oasr.models import whisper as W
+    from oasr.pipelines.transcribe.whisper.decoder import WindowDecoder
+
+    projected = []
+    project_kv = W.MultiHeadAttention.project_kv
+    cross = {id(block.cross_attn) for block in base.model.decoder.blocks}
+
+    def counting(self, x):
+        if id(self) in cross:
+            projected.append(1)
+        return project_kv(self, x)
+
+    monkeypatch.setattr(W.MultiHeadAttention, "project_kv", counting)
+    shared = oasr.transcribe(jfk_audio, base)
+    assert shared.language == "en" and len(projected) == base.model.config.n_text_layer
+    projected.clear()
+    monkeypatch.setattr(WindowDecoder, "_projected", lambda self, features: None)
+    twice = oasr.transcribe(jfk_audio, base)
+    assert len(projected) == 2 * base.model.config.n_text_layer
+    assert [s.tokens for s in shared.segments] == [s.tokens for s in twice.segments]
+    assert shared.language_probability == twice.language_probability
+
+
+@pytest.mark.slow
 def test_sample_wav_base_against_faster_whisper(base, base_ct2, data_dir):
     pytest.importorskip("faster_whisper")
     import ctranslate2

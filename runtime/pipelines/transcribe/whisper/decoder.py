@@ -21,6 +21,7 @@ class WindowDecoder:
         from ....decoding.whisper.decode import WhisperDecoder
 
         self.loaded, self.model, self.tokenizer = loaded, loaded.model, tokenizer
+        self._detected: tuple[torch.Tensor, dict] | None = None  # see detect_language
         self.options, self.decoding = options, decoding
         self.geometry = Geometry.of(loaded.feature_spec, self.model.config.n_audio_ctx)
         parameter = next(self.model.parameters())
@@ -62,9 +63,13 @@ class WindowDecoder:
         return self.model.embed_audio(mel[None])
 
     def detect_language(self, features: torch.Tensor) -> tuple[str, float]:
+        """The language of the first of ``features``' windows; their cross-attention keys and
+        values, projected for it, are kept for the decoding of the same ``features`` that follows."""
         from ....decoding.whisper.language import detect_language
 
-        guess = detect_language(self.model, self.tokenizer, features)
+        cross_kv = self.model.cross_kv(features)
+        self._detected = (features, cross_kv)
+        guess = detect_language(self.model, self.tokenizer, features, cross_kv)
         log.info(
             "detected language %s with probability %.2f (set --language to skip detection)",
             guess.language,
@@ -72,15 +77,22 @@ class WindowDecoder:
         )
         return guess.language, guess.probability
 
+    def _projected(self, features: torch.Tensor) -> dict | None:
+        """The cross-attention keys and values language detection projected for ``features``
+        (handed over once, then forgotten), or None."""
+        detected, self._detected = self._detected, None
+        return detected[1] if detected is not None and detected[0] is features else None
+
     def decode(self, features: torch.Tensor, previous: list[int], language: str, first=None):
         """One window's result with temperature fallback, and the last temperature tried; the
         prompt runs only when a temperature is decoded here (not when ``first`` passes)."""
         prompted = []
+        cross_kv = self._projected(features)
 
         def decode_at(temperature: float):
             if not prompted:
                 tokens, sot_index = self.decoder.initial_tokens(language, self.options.task, self.context(previous))
-                prompted.append(self.decoder.prompt(features, tokens, sot_index))
+                prompted.append(self.decoder.prompt(features, tokens, sot_index, cross_kv))
             return self.decoder.decode(prompted[0], temperature)
 
         return decode_with_fallback(decode_at, self.decoding, first)
@@ -88,7 +100,7 @@ class WindowDecoder:
     def decode_batch(self, features: torch.Tensor, prompt: list[int], language: str) -> list:
         """W windows [W, n_audio_ctx, C] decoded together at the first temperature, after the same prompt."""
         tokens, sot_index = self.decoder.initial_tokens(language, self.options.task, self.context(prompt))
-        prompted = self.decoder.prompt(features, tokens, sot_index)
+        prompted = self.decoder.prompt(features, tokens, sot_index, self._projected(features))
         return self.decoder.decode_batch(prompted, self.decoding.temperatures[0])
 
     def align(self, pieces: list[Piece], window: Window, language: str, last_speech: float):
