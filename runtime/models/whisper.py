@@ -313,7 +313,7 @@ class ResidualAttentionBlock(nn.Module):
 class AudioEncoder(nn.Module):
     # The first window a process encodes on the CPU grows the C heap block by block to its
     # working size (oasr.heap): its freed pages go back after each block, so a clip under 30 s
-    # peaks lower (Whisper base: 34 MiB). Later windows find the heap grown; releasing it again
+    # peaks lower (Whisper base: about 30 MiB). Later windows find the heap grown; releasing it again
     # would only fault its pages back in (11 windows, batched: 0.9 s).
     heap_settled: ClassVar[bool] = False
 

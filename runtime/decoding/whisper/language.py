@@ -30,8 +30,8 @@ def detect_language(
     if not tokenizer.multilingual or not tokenizer.languages:
         raise CapabilityError("this Whisper model is English-only; it cannot identify languages (pass a language)")
     tokens = torch.tensor([[tokenizer.sot]], device=audio_features.device)
-    first = {i: (k[:1], v[:1]) for i, (k, v) in cross_kv.items()} if cross_kv else {}
-    logits = model.logits(tokens, audio_features[:1], WhisperKVCache.holding({}, first))[0, -1].float()
+    window_kv = {i: (k[:1], v[:1]) for i, (k, v) in cross_kv.items()} if cross_kv else {}
+    logits = model.logits(tokens, audio_features[:1], WhisperKVCache.holding({}, window_kv))[0, -1].float()
     first = tokenizer.sot + 1
     probs = logits[first : first + len(tokenizer.languages)].softmax(dim=-1).tolist()
     best = max(range(len(probs)), key=probs.__getitem__)
