@@ -5,12 +5,13 @@ freed, so large tensors freed by one layer stay resident for the next. Two remed
 different costs:
 
 * ``release_free_pages()`` (``malloc_trim``) hands the pages of the heap's free blocks back once.
-  Whisper's encoder calls it between the blocks of the first window a process encodes: the
-  3-12 MB activations land a little elsewhere in each block, so the pages the heap has touched
-  grew about 10 MB a block (72 MB over base's 6 blocks; with the release, none). The next block
-  faults its pages in again, about 5 ms a block; once the heap has grown to its working size
-  (later windows, a batch's decoding) each release gives back and faults in far more: 0.9 s over
-  11 windows of a batched run, whose peak it did not lower.
+  Inside ``releasing_between_layers()``, a model calling ``between_layers()`` (Whisper's encoder,
+  after each block) does so: the 3-12 MB activations of a window land a little elsewhere in each
+  block, so the pages the heap has touched grew about 10 MB a block (72 MB over base's 6
+  blocks; with the releases, none). The next block faults its pages in again, about 5 ms a
+  block, and a later window grows the heap anyway (releasing in the first of the 330 s file's
+  windows, batched: 0.1-0.17 s slower), so the transcription pipelines ask for it only when a
+  recording is a single window.
 * ``return_freed_buffers()`` fixes the mmap threshold, so every block from 1 MB up is returned
   when freed: process-wide and about 1.5x slower for HTDemucs, so only ``oasr separate
   --low-memory`` (whose process it is) sets it, as may a program embedding ``oasr.separate``
@@ -25,6 +26,8 @@ import ctypes
 import functools
 import logging
 import platform
+from contextlib import contextmanager
+from typing import Iterator
 
 log = logging.getLogger("oasr")
 
@@ -47,6 +50,27 @@ def release_free_pages() -> bool:
     there is nothing to call."""
     libc = _glibc()
     return libc is not None and libc.malloc_trim(0) >= 0
+
+
+_releasing = False  # see releasing_between_layers
+
+
+@contextmanager
+def releasing_between_layers() -> Iterator[None]:
+    """While inside, ``between_layers()`` gives the heap's free pages back: for work that grows
+    the heap layer by layer once and does not run again (a recording of one window)."""
+    global _releasing
+    previous, _releasing = _releasing, True
+    try:
+        yield
+    finally:
+        _releasing = previous
+
+
+def between_layers() -> None:
+    """A model's hook between its layers: the free pages go back inside ``releasing_between_layers()``."""
+    if _releasing:
+        release_free_pages()
 
 
 def return_freed_buffers(threshold: int = THRESHOLD) -> bool:

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .. import onednn
-from ..heap import release_free_pages
+from ..heap import between_layers
 from ..quant.modules import WIDE_ROWS, QuantLinear
 from .base import OasrModel
 from .whisper_config import CAPABILITIES, COMPUTED_BUFFERS, WhisperConfig
@@ -311,12 +311,6 @@ class ResidualAttentionBlock(nn.Module):
 
 
 class AudioEncoder(nn.Module):
-    # The first window a process encodes on the CPU grows the C heap block by block to its
-    # working size (oasr.heap): its freed pages go back after each block, so a clip under 30 s
-    # peaks lower (Whisper base: about 30 MiB). Later windows find the heap grown; releasing it again
-    # would only fault its pages back in (11 windows, batched: 0.9 s).
-    heap_settled: ClassVar[bool] = False
-
     def __init__(self, n_mels: int, n_ctx: int, n_state: int, n_head: int, n_layer: int):
         super().__init__()
         self.conv1 = nn.Conv1d(n_mels, n_state, kernel_size=3, padding=1)
@@ -332,12 +326,9 @@ class AudioEncoder(nn.Module):
         if x.shape[1] > self.positional_embedding.shape[0]:
             raise ValueError(f"mel has {mel.shape[-1]} frames; this encoder takes at most {2 * self.positional_embedding.shape[0]}")
         x = x + self.positional_embedding[: x.shape[1]].to(x.dtype)
-        release = not AudioEncoder.heap_settled and x.shape[0] == 1 and x.device.type == "cpu"
         for block in self.blocks:
             x = block(x)
-            if release:
-                release_free_pages()
-        AudioEncoder.heap_settled |= release
+            between_layers()  # a recording of one window gives the heap's freed pages back (oasr.heap)
         return self.ln_post(x)
 
 

@@ -338,6 +338,22 @@ def test_language_id_and_translate_with_base(base, jfk_audio, jfk_text):
     assert wer(jfk_text, translated.text) <= 0.2
 
 
+@pytest.mark.parametrize("batch_size", [1, 8])
+def test_only_a_recording_of_one_window_gives_the_heap_back_between_layers(tiny, jfk_audio, monkeypatch, batch_size):
+    """jfk (11 s) is one window: each encoder block is followed by a release; three copies of it
+    (33 s, two windows) grow the heap once for good, and release nothing."""
+    from oasr import heap
+
+    calls = []
+    monkeypatch.setattr(heap, "release_free_pages", lambda: calls.append(1) or True)
+    options = TranscribeOptions(batch_size=batch_size)
+    short = oasr.transcribe(jfk_audio, tiny, options)
+    assert short.text.strip() and len(calls) % tiny.model.config.n_audio_layer == 0 and calls
+    calls.clear()
+    oasr.transcribe(np.concatenate([jfk_audio] * 3), tiny, options)
+    assert calls == []
+
+
 @pytest.mark.slow
 def test_language_detection_and_decoding_share_the_cross_attention_keys(base, jfk_audio, monkeypatch):
     """The audio's cross-attention keys and values are projected once per decoder block for both

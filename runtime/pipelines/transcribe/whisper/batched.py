@@ -80,7 +80,7 @@ def decode_batched(decoder: WindowDecoder, recording: Recording, samples) -> tup
         mels = torch.stack([window_mel(tensor[a:b], spec, g) for a, b in batch]).to(decoder.dtype)
         # One window at a time: a window's GEMMs are already large, and a batch's activations
         # (100 MB for 8 windows of base) would be fresh pages, faulted in at every layer.
-        features = torch.cat([decoder.encode(mel) for mel in mels])
+        features = torch.cat([decoder.encode(mel, only=len(windows) == 1) for mel in mels])
         if language is None:
             language, probability = decoder.detect_language(features)
         results = decoder.decode_batch(features, prompt, language)

@@ -58,7 +58,7 @@ def decode_sequentially(decoder: WindowDecoder, recording: Recording, samples) -
             continue
         fit_threads()  # the cores other processes left free since the last window
         window_mel = F.pad(mel(seek, size), (0, g.n_frames - size)).to(decoder.dtype)
-        window = Window(seek, size, time_offset, window_mel, decoder.encode(window_mel))
+        window = Window(seek, size, time_offset, window_mel, decoder.encode(window_mel, only=content_frames <= g.n_frames))
         if language is None:
             language, probability = decoder.detect_language(window.features)
         result, temperature = decoder.decode(window.features, all_tokens[prompt_reset_since:], language)
