@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from contextlib import nullcontext
 
 import torch
 
@@ -63,9 +64,7 @@ class WindowDecoder:
         """A window's log-mel [n_mels, 3000] -> its audio features [1, n_audio_ctx, C]. ``only``:
         the recording's only window, whose layers give the heap's freed pages back on the CPU
         (oasr.heap: a clip under 30 s peaks about 30 MiB lower with Whisper base)."""
-        if not (only and self.device.type == "cpu"):
-            return self.model.embed_audio(mel[None])
-        with releasing_between_layers():
+        with releasing_between_layers() if only and self.device.type == "cpu" else nullcontext():
             return self.model.embed_audio(mel[None])
 
     def detect_language(self, features: torch.Tensor) -> tuple[str, float]:
