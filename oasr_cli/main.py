@@ -32,7 +32,10 @@ _startup_handler = _guard_startup()
 
 from oasr.threads import apply_wait_policy  # noqa: E402
 
+from .torch_import import import_without_collector  # noqa: E402
+
 apply_wait_policy()  # before anything imports torch: OpenMP reads it once, at load
+import_without_collector()  # the command imports torch when it needs it: without the collector then
 
 import typer  # noqa: E402
 from typer._completion_classes import completion_init  # noqa: E402
