@@ -312,6 +312,7 @@ def _load_bundle(path: Path, target: torch.device, plan: ComputePlan) -> LoadedM
     model = materialize_model(
         cfg.architecture, config, tensors, device=target, dtype=getattr(torch, plan.dtype), quantization=quantization, skeleton=skeleton
     )
+    del tensors  # the model holds them now: a weight the plan's kernels repack can go once repacked
     _run_plan_kernels(model, plan)
     return LoadedModel(
         model=model,

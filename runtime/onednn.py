@@ -1,13 +1,16 @@
 """fp32 linear maps through oneDNN's GEMM on the CPU, on weights packed once (``torch.ops.mkldnn``,
 the path torch's own CPU compiler takes). The compute plan (``oasr.precision``) asks for it on
-CPUs not made by Intel, where torch's BLAS (MKL) is slower (``benchmarks/precision.md``). A
-packed copy costs the weight's size again in memory."""
+CPUs not made by Intel, where torch's BLAS (MKL) is slower (``benchmarks/precision.md``). A plain
+``nn.Linear`` keeps only the packed weight; a model's own linear maps (an ``onednn`` slot) keep
+their weight beside it, which costs its size again in memory."""
 
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+
+from .io.mapped import release
 
 # The rows oneDNN's packed layout is chosen for (any of 8 to 1500 ran alike; benchmarks/precision.md).
 ROWS = 64
@@ -24,15 +27,29 @@ def linear(x: Tensor, packed: Tensor, bias: Tensor | None) -> Tensor:
 
 
 class PackedLinear(nn.Linear):
-    """An ``nn.Linear`` holding its weight packed beside the weight itself: fp32 inputs take
-    oneDNN's GEMM, others (and the state dict) the weight as it is."""
+    """An ``nn.Linear`` whose weight is kept only packed (not twice: a 7B model's fp32 weights
+    would take 56 GB): fp32 inputs take oneDNN's GEMM; the weight itself, for an input of another
+    dtype or the state dict, is unpacked when read (``to_dense``: the same values, a copy)."""
 
-    packed: Tensor
+    def __init__(self, plain: nn.Linear):
+        nn.Module.__init__(self)
+        self.in_features, self.out_features = plain.in_features, plain.out_features
+        self.bias = plain.bias
+        self.packed = pack(plain.weight)
+        release(plain.weight)  # a weight still mapped from the bundle: its pages go back now
+
+    @property
+    def weight(self) -> Tensor:
+        return self.packed.to_dense()
 
     def forward(self, x: Tensor) -> Tensor:
         if x.dtype == torch.float32:
             return linear(x, self.packed, self.bias)
-        return F.linear(x, self.weight, self.bias)
+        return F.linear(x, self.weight.to(x.dtype), None if self.bias is None else self.bias.to(x.dtype))
+
+    def _save_to_state_dict(self, destination, prefix, keep_vars):
+        destination[prefix + "weight"] = self.weight
+        super()._save_to_state_dict(destination, prefix, keep_vars)
 
 
 def _fp32_on_cpu(module: nn.Module) -> bool:
@@ -48,11 +65,9 @@ def pack_linears(model: nn.Module) -> int:
         if hasattr(module, "onednn") and _fp32_on_cpu(module):
             module.onednn = pack(module.weight)
             count += 1
-    plain = [(name, m) for name, m in model.named_modules() if type(m) is nn.Linear and _fp32_on_cpu(m)]
-    for name, old in plain:
+    plain = [name for name, m in model.named_modules() if type(m) is nn.Linear and _fp32_on_cpu(m)]
+    for name in plain:
         parent_name, _, child = name.rpartition(".")
-        new = PackedLinear(old.in_features, old.out_features, bias=old.bias is not None, device="meta")
-        new.weight, new.bias = old.weight, old.bias
-        new.packed = pack(old.weight)
-        setattr(model.get_submodule(parent_name), child, new)
+        parent = model.get_submodule(parent_name)
+        setattr(parent, child, PackedLinear(getattr(parent, child)))  # the plain module goes now
     return count + len(plain)

@@ -61,10 +61,16 @@ def test_pack_linears_swaps_plain_linear_layers_and_keeps_their_maps():
     with torch.inference_mode():
         expected = model(x)
         keys = model.state_dict().keys()
+        weights = {i: model[i].weight.clone() for i in (0, 2)}
         assert pack_linears(model) == 2
         assert all(isinstance(model[i], PackedLinear) for i in (0, 2))
         torch.testing.assert_close(model(x), expected, atol=1e-5, rtol=1e-5)
-        assert model.state_dict().keys() == keys  # the same parameters, shared
+        assert model.state_dict().keys() == keys  # the same parameters, the weight unpacked when read
+        assert all("weight" not in model[i]._parameters for i in (0, 2))  # kept only packed, not twice
+        torch.testing.assert_close(model[0].weight, weights[0], atol=0, rtol=0)
+        torch.testing.assert_close(model.state_dict()["2.weight"], weights[2], atol=0, rtol=0)
+        plain = torch.nn.functional.linear(x, weights[0], model[0].bias)
+        torch.testing.assert_close(model[0](x.bfloat16()).float(), plain, atol=0.05, rtol=0.02)  # another dtype: the plain product
         model[2].packed = pack(torch.zeros(8, 64))
         assert not torch.allclose(model(x), expected)  # the packed weight is what runs
 

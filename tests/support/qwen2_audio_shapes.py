@@ -59,6 +59,8 @@ def write_random_folder(folder: Path, audio: dict, text: dict, shard_bytes: int,
 LOAD_SCRIPT = """
 import sys, oasr
 import oasr.loading, oasr.models.qwen2_audio, oasr.io.mapped, oasr.models.weights, oasr.hub.resolve, oasr.onednn  # code, not weights
+if len(sys.argv) > 3:  # the compute plan of a CPU by this maker (fp32 off Intel: oneDNN's packed weights)
+    oasr.cpu.vendor = lambda: sys.argv[3]
 def kib(field):
     return next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith(field + ":"))
 before = kib("VmHWM")
@@ -67,11 +69,12 @@ print(before * 1024, kib("VmHWM") * 1024)
 """
 
 
-def load_peak(bundle: Path, dtype: str) -> tuple[int, int]:
-    """(peak RSS bytes before the load, after it) of a fresh process loading ``bundle``."""
+def load_peak(bundle: Path, dtype: str, vendor: str | None = None) -> tuple[int, int]:
+    """(peak RSS bytes before the load, after it) of a fresh process loading ``bundle``, planned
+    for a CPU made by ``vendor`` (None: this one)."""
     import subprocess
     import sys
 
-    out = subprocess.run([sys.executable, "-c", LOAD_SCRIPT, str(bundle), dtype], check=True, capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-c", LOAD_SCRIPT, str(bundle), dtype, *([vendor] if vendor else [])], check=True, capture_output=True, text=True)
     before, after = out.stdout.split()
     return int(before), int(after)

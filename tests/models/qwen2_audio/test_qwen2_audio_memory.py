@@ -23,8 +23,15 @@ def test_load_peaks_at_bytes_plus_one_shard(tmp_path):
     largest = 32000 * 1024 * 4  # the token table in fp32
     # bf16 as stored: its bytes plus one shard. A cast to fp32 also holds, for a moment, the
     # largest tensor's fp32 copy beside its source (measured: bf16 519 MB for 445 MB, fp32 963 MB for 889 MB).
-    for dtype, size, slack in (("bfloat16", 2, SHARD + FIXED), ("float32", 4, SHARD + largest + FIXED)):
-        before, after = load_peak(tmp_path / "b", dtype)
+    # fp32 on a CPU not made by Intel: the linear layers' weights are repacked for oneDNN, each
+    # plain copy let go as its packed one is made (measured: 1034 MB for 889 MB; 1658 MB when the
+    # loader still held every plain weight).
+    for dtype, vendor, size, slack in (
+        ("bfloat16", "GenuineIntel", 2, SHARD + FIXED),
+        ("float32", "GenuineIntel", 4, SHARD + largest + FIXED),
+        ("float32", "AuthenticAMD", 4, SHARD + largest + FIXED),
+    ):
+        before, after = load_peak(tmp_path / "b", dtype, vendor)
         grown = after - before
-        print(f"{dtype}: load grew {grown / 1e6:.0f} MB for {params * size / 1e6:.0f} MB of weights (bound {(params * size + slack) / 1e6:.0f} MB)")
-        assert grown <= params * size + slack, f"{dtype}: {grown / 1e6:.0f} MB for {params * size / 1e6:.0f} MB of weights"
+        print(f"{dtype}, {vendor}: load grew {grown / 1e6:.0f} MB for {params * size / 1e6:.0f} MB of weights (bound {(params * size + slack) / 1e6:.0f} MB)")
+        assert grown <= params * size + slack, f"{dtype}, {vendor}: {grown / 1e6:.0f} MB for {params * size / 1e6:.0f} MB of weights"
