@@ -261,8 +261,11 @@ def _cpwer(segments, stm: Path, one_speaker: bool = False) -> float:
 
 
 def test_transcribe_diarize_cpwer(cli, data_dir, tiny_en_ct2, segmentation_source, encoder_source, monkeypatch, tmp_path):
-    """cpWER of ``transcribe --diarize`` within 4 points of the same model's plain WER on the
-    file (the words themselves are Whisper's: what diarization adds is the speakers)."""
+    """cpWER of ``transcribe --diarize`` within 6 points of the same model's plain WER on the
+    file (the words themselves are Whisper's: what diarization adds is the speakers). A point is
+    under one of the file's 81 words, and where a word's time falls against a turn's edge differs
+    by CPU: +4.9 points on an AMD Zen 5 (tiny.en's "Hello." timed 0.2 s after its turn ended),
+    under +4 on an Intel Xeon."""
     import oasr.pipelines.diarize as pipeline
 
     monkeypatch.setattr(pipeline, "SEGMENTATION_MODEL", str(segmentation_source))
@@ -285,7 +288,7 @@ def test_transcribe_diarize_cpwer(cli, data_dir, tiny_en_ct2, segmentation_sourc
     vtt, srt, txt = ((tmp_path / f"sample.{ext}").read_text() for ext in ("vtt", "srt", "txt"))
     assert "<v SPEAKER_00>" in vtt and "<v SPEAKER_01>" in vtt
     assert "[SPEAKER_01] " in srt and all(line.startswith("[SPEAKER_0") for line in txt.splitlines())
-    assert score <= plain + 0.04
+    assert score <= plain + 0.06
 
 
 def test_transcribe_diarize_speaker_flags(cli, data_dir, tiny_en_ct2, segmentation_source, encoder_source, monkeypatch):
