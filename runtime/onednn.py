@@ -58,7 +58,7 @@ def _fp32_on_cpu(module: nn.Module) -> bool:
 
 def pack_linears(model: nn.Module) -> int:
     """Every plain ``nn.Linear`` of ``model`` with an fp32 CPU weight becomes a ``PackedLinear``
-    sharing its parameters, and every module that declares an ``onednn`` slot (a model's own
+    (its bias kept, its weight only packed), and every module that declares an ``onednn`` slot (a model's own
     linear map that computes it its own way) gets its weight packed there; returns how many."""
     count = 0
     for module in model.modules():
