@@ -58,8 +58,9 @@ def _fp32_on_cpu(module: nn.Module) -> bool:
 
 def pack_linears(model: nn.Module) -> int:
     """Every plain ``nn.Linear`` of ``model`` with an fp32 CPU weight becomes a ``PackedLinear``
-    (its bias kept, its weight only packed), and every module that declares an ``onednn`` slot (a model's own
-    linear map that computes it its own way) gets its weight packed there; returns how many."""
+    (its bias kept, its weight only packed), and every module that declares an ``onednn`` slot
+    (a model's own linear map that computes it its own way) gets its weight packed there; returns
+    how many."""
     count = 0
     for module in model.modules():
         if hasattr(module, "onednn") and _fp32_on_cpu(module):
